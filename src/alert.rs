@@ -1,0 +1,354 @@
+//! Alerts: the lifecycle pending → firing → resolved per (rule, group), with
+//! `for`, `resolve_after`, `resolve_on` and `repeat_interval`, and the
+//! notification that carries the evidence.
+//!
+//! `for` is measured on the evidence, not on the clock: a condition that
+//! became true at T has held for `latest supporting event − T`. A window that
+//! merely still remembers a 10-second blip does not make the blip last 30 s,
+//! so a `for: 30s` rule does not page for it.
+
+use crate::decode::time::format_rfc3339;
+use crate::detect::{Detector, Evidence, Status};
+use crate::rules::Rule;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hasher;
+
+/// Notification state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertState {
+    /// The condition holds (first notification or a repeat).
+    Firing,
+    /// The condition stopped holding.
+    Resolved,
+}
+
+/// A group and its match count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopGroup {
+    /// Group name.
+    pub group: String,
+    /// Matches in the window.
+    pub count: u64,
+}
+
+/// What receivers get: the documented NDJSON schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Notification {
+    /// `firing` or `resolved`.
+    pub state: AlertState,
+    /// Rule id.
+    pub rule: String,
+    /// Rule title.
+    pub title: String,
+    /// `critical`, `warning` or `info`.
+    pub severity: String,
+    /// The group (node, pod, upstream) or partition (`cluster`).
+    pub group: String,
+    /// Stable identity labels: `alertname`, `severity`, `group` plus the rule's.
+    pub labels: BTreeMap<String, String>,
+    /// Rendered annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// When the condition was first observed (RFC 3339).
+    pub starts_at: String,
+    /// When it resolved (resolved notifications only).
+    pub ends_at: Option<String>,
+    /// Matches in this episode.
+    pub count: u64,
+    /// First match of the episode.
+    pub first_seen: Option<String>,
+    /// Latest match.
+    pub last_seen: Option<String>,
+    /// Groups with counts, largest first.
+    pub top_groups: Vec<TopGroup>,
+    /// The top group's share (share rules).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
+    /// Up to 3 sample lines, truncated.
+    pub samples: Vec<String>,
+    /// Stable hash of (rule, group), 16 hex digits.
+    pub fingerprint: String,
+    /// True for a repeat of an already-notified firing alert.
+    pub repeat: bool,
+}
+
+/// Stable fingerprint of (rule id, group): FNV-1a 64, hex.
+pub fn fingerprint(rule: &str, group: &str) -> String {
+    let mut h = fnv::FnvHasher::default();
+    h.write(rule.as_bytes());
+    h.write(&[0]);
+    h.write(group.as_bytes());
+    format!("{:016x}", h.finish())
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    Pending { since: i64 },
+    Firing { starts_at: i64, notified_at: i64 },
+}
+
+#[derive(Debug, Clone)]
+struct Tracked {
+    phase: Phase,
+    inactive_since: Option<i64>,
+    evidence: Evidence,
+}
+
+/// Counters of the alert stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AlertStats {
+    /// Firing notifications (first and repeats).
+    pub firing: u64,
+    /// Resolved notifications.
+    pub resolved: u64,
+    /// Pending alerts that never fired.
+    pub pending_dropped: u64,
+}
+
+/// All alerts of all rules.
+#[derive(Default)]
+pub struct Alerts {
+    map: HashMap<(usize, String), Tracked>,
+    stats: AlertStats,
+}
+
+impl Alerts {
+    /// Empty.
+    pub fn new() -> Alerts {
+        Alerts::default()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &AlertStats {
+        &self.stats
+    }
+
+    /// Number of alerts currently firing.
+    pub fn firing(&self) -> usize {
+        self.map.values().filter(|t| matches!(t.phase, Phase::Firing { .. })).count()
+    }
+
+    /// Applies a detector's statuses for rule `ri` at watermark `now`.
+    pub fn apply(&mut self, ri: usize, rule: &Rule, statuses: &[Status], det: &dyn Detector, now: i64, out: &mut Vec<Notification>) {
+        for s in statuses {
+            let id = (ri, s.key.clone());
+            if s.active {
+                let t = self.map.entry(id).or_insert_with(|| Tracked {
+                    phase: Phase::Pending { since: s.support },
+                    inactive_since: None,
+                    evidence: Evidence::default(),
+                });
+                t.inactive_since = None;
+                match t.phase {
+                    Phase::Pending { since } => {
+                        if s.support - since >= rule.for_ {
+                            t.evidence = det.evidence(&s.key);
+                            t.phase = Phase::Firing { starts_at: since, notified_at: now };
+                            self.stats.firing += 1;
+                            out.push(render(rule, &s.key, AlertState::Firing, since, None, &t.evidence, false));
+                        }
+                    }
+                    Phase::Firing { starts_at, notified_at } => {
+                        t.evidence = det.evidence(&s.key);
+                        if now - notified_at >= rule.repeat_interval {
+                            t.phase = Phase::Firing { starts_at, notified_at: now };
+                            self.stats.firing += 1;
+                            out.push(render(rule, &s.key, AlertState::Firing, starts_at, None, &t.evidence, true));
+                        }
+                    }
+                }
+            } else if let Some(t) = self.map.get_mut(&id) {
+                match t.phase {
+                    Phase::Pending { .. } => {
+                        self.map.remove(&id);
+                        self.stats.pending_dropped += 1;
+                    }
+                    Phase::Firing { .. } => {
+                        if t.inactive_since.is_none() {
+                            t.inactive_since = Some(now);
+                            let e = det.evidence(&s.key);
+                            if e.count > 0 {
+                                t.evidence = e;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.resolve_due(ri, rule, now, out);
+    }
+
+    /// Resolves this rule's alerts whose condition has been false for
+    /// `resolve_after` (rules with `resolve_on` wait for their event instead).
+    pub fn resolve_due(&mut self, ri: usize, rule: &Rule, now: i64, out: &mut Vec<Notification>) {
+        if rule.resolve_on.is_some() {
+            return;
+        }
+        let mut due: Vec<String> = self
+            .map
+            .iter()
+            .filter(|((r, _), t)| *r == ri && t.inactive_since.is_some_and(|s| now - s >= rule.resolve_after))
+            .map(|((_, k), _)| k.clone())
+            .collect();
+        due.sort();
+        for key in due {
+            self.resolve(ri, rule, &key, now, out);
+        }
+    }
+
+    /// Resolves one alert now (also used by `resolve_on`). Returns whether
+    /// there was a firing alert to resolve.
+    pub fn resolve(&mut self, ri: usize, rule: &Rule, key: &str, now: i64, out: &mut Vec<Notification>) -> bool {
+        match self.map.remove(&(ri, key.to_string())) {
+            Some(Tracked { phase: Phase::Firing { starts_at, .. }, evidence, .. }) => {
+                self.stats.resolved += 1;
+                out.push(render(rule, key, AlertState::Resolved, starts_at, Some(now), &evidence, false));
+                true
+            }
+            Some(_) => false,
+            None => false,
+        }
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// Builds a notification with rendered annotations.
+pub fn render(rule: &Rule, key: &str, state: AlertState, starts_at: i64, ends_at: Option<i64>, e: &Evidence, repeat: bool) -> Notification {
+    let mut labels = BTreeMap::new();
+    labels.insert("alertname".to_string(), rule.id.clone());
+    labels.insert("severity".to_string(), rule.severity.as_str().to_string());
+    labels.insert("group".to_string(), key.to_string());
+    for (k, v) in &rule.labels {
+        labels.insert(k.clone(), v.clone());
+    }
+    let first_sample_fields = e.samples.first().map(|s| crate::decode::payload::decode(s, None).fields);
+    let duration = match (e.first_seen, e.last_seen) {
+        (Some(a), Some(b)) => {
+            let mut s = String::new();
+            let _ = crate::rules::duration::format_duration(b - a, &mut s);
+            Some(s)
+        }
+        _ => None,
+    };
+    let var = |name: &str| -> Option<String> {
+        match name {
+            "rule" => Some(rule.id.clone()),
+            "title" => Some(rule.title.clone()),
+            "severity" => Some(rule.severity.as_str().into()),
+            "group" | "partition" => Some(key.to_string()),
+            "count" => Some(e.count.to_string()),
+            "share" => e.share.map(pct),
+            "duration" => duration.clone(),
+            "groups" => e.groups.map(|g| g.to_string()),
+            "population" => e.population.map(|g| g.to_string()),
+            "total" => e.total.map(|g| g.to_string()),
+            "top_group" => e.top_groups.first().map(|g| g.0.clone()),
+            "first_seen" => e.first_seen.map(format_rfc3339),
+            "last_seen" => e.last_seen.map(format_rfc3339),
+            other => {
+                let f = other.strip_prefix("field.").or_else(|| other.strip_prefix("fields."))?;
+                first_sample_fields.as_ref()?.get(f).map(|v| v.into_owned())
+            }
+        }
+    };
+    let annotations = rule.annotations.iter().map(|(k, t)| (k.clone(), t.render(var))).collect();
+    Notification {
+        state,
+        rule: rule.id.clone(),
+        title: rule.title.clone(),
+        severity: rule.severity.as_str().to_string(),
+        group: key.to_string(),
+        labels,
+        annotations,
+        starts_at: format_rfc3339(starts_at),
+        ends_at: ends_at.map(format_rfc3339),
+        count: e.count,
+        first_seen: e.first_seen.map(format_rfc3339),
+        last_seen: e.last_seen.map(format_rfc3339),
+        top_groups: e.top_groups.iter().map(|(g, c)| TopGroup { group: g.clone(), count: *c }).collect(),
+        share: e.share,
+        samples: e.samples.clone(),
+        fingerprint: fingerprint(&rule.id, key),
+        repeat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::count::Count;
+    use crate::detect::{Hit, Step};
+    use crate::rules::compile;
+    const S: i64 = 1_000_000_000;
+
+    fn rule(extra: &str) -> Rule {
+        let y = format!("rules:\n  - id: r\n    title: T\n    severity: critical\n    match: {{contains: x}}\n    detect: {{count: {{window: 60s}}}}\n    annotations: {{summary: '{{{{ group }}}} x{{{{ count }}}}'}}\n{extra}");
+        compile(&[("t".into(), y)]).unwrap().rules.remove(0)
+    }
+
+    fn step(a: &mut Alerts, r: &Rule, d: &mut Count, hits: &[i64], now: i64) -> Vec<Notification> {
+        for &t in hits {
+            d.observe(&Hit { group: "n1", partition: "cluster", time: t * S, step: Step::Primary, sample: "x" });
+        }
+        let mut st = Vec::new();
+        d.evaluate(now * S, &mut st);
+        let mut out = Vec::new();
+        a.apply(0, r, &st, d, now * S, &mut out);
+        out
+    }
+
+    #[test]
+    fn for_is_measured_on_evidence_not_on_the_window() {
+        let r = rule("    for: 30s\n");
+        let mut d = Count::new(1, 60 * S, 10);
+        let mut a = Alerts::new();
+        // A 10 s blip: the window stays non-empty for 60 s, but the evidence spans 10 s.
+        assert!(step(&mut a, &r, &mut d, &[0, 5, 10], 10).is_empty());
+        assert!(step(&mut a, &r, &mut d, &[], 50).is_empty());
+        assert!(step(&mut a, &r, &mut d, &[], 71).is_empty());
+        assert_eq!(a.stats().pending_dropped, 1);
+        // A sustained signal fires once it has been seen for 30 s.
+        let out = step(&mut a, &r, &mut d, &[100, 115], 115);
+        assert!(out.is_empty());
+        let out = step(&mut a, &r, &mut d, &[130], 130);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].state, AlertState::Firing);
+        assert_eq!(out[0].annotations["summary"], "n1 x3");
+        assert_eq!(out[0].starts_at, format_rfc3339(100 * S));
+    }
+
+    #[test]
+    fn resolve_after_and_repeat() {
+        let r = rule("    resolve_after: 30s\n    repeat_interval: 1h\n");
+        let mut d = Count::new(1, 60 * S, 10);
+        let mut a = Alerts::new();
+        assert_eq!(step(&mut a, &r, &mut d, &[0], 0).len(), 1);
+        assert!(step(&mut a, &r, &mut d, &[], 59).is_empty());
+        assert!(step(&mut a, &r, &mut d, &[], 60).is_empty(), "inactive from 60 s");
+        assert!(step(&mut a, &r, &mut d, &[], 89).is_empty());
+        let out = step(&mut a, &r, &mut d, &[], 90);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].state, AlertState::Resolved);
+        assert_eq!(out[0].ends_at.as_deref(), Some(format_rfc3339(90 * S).as_str()));
+        assert_eq!(out[0].count, 1, "evidence survives until the resolve");
+        // Repeat: keep matching for over an hour.
+        let mut d = Count::new(1, 60 * S, 10);
+        let mut a = Alerts::new();
+        let mut all = Vec::new();
+        for t in (0..=3700).step_by(30) {
+            all.extend(step(&mut a, &r, &mut d, &[t], t));
+        }
+        assert_eq!(all.iter().map(|n| n.repeat).collect::<Vec<_>>(), vec![false, true]);
+    }
+
+    #[test]
+    fn fingerprints_are_stable() {
+        assert_eq!(fingerprint("a", "b"), fingerprint("a", "b"));
+        assert_ne!(fingerprint("a", "b"), fingerprint("ab", ""));
+        assert_eq!(fingerprint("a", "b").len(), 16);
+    }
+}

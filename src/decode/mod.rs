@@ -1,0 +1,453 @@
+//! Decode: turns raw lines into events with time, level, message, fields and
+//! the context of the stream they came from.
+//!
+//! Decoding has two paths. Every line is unwrapped (prefix, Docker/CRI
+//! wrapper, partial reassembly) and its stream's sticky fields and time are
+//! updated cheaply ([`Decoder::prepare`]). Only lines the matcher flags as
+//! candidates are fully decoded ([`Decoder::event`]); the rest cost a few
+//! substring searches, never a JSON parse.
+
+pub mod payload;
+pub mod time;
+pub mod wrapper;
+
+use crate::rules::{KeyConfig, WORKLOAD_KEY};
+use lru::LruCache;
+use payload::{quick_get, quick_time, Fields, Level};
+use std::borrow::Cow;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+/// Context labels of a stream: `pod`, `container`, `namespace`, Loki labels.
+pub type Labels = Arc<Vec<(String, String)>>;
+
+/// Longest reassembled partial line; a longer one is emitted truncated.
+pub const MAX_PARTIAL_BYTES: usize = 1 << 20;
+/// Most streams whose context (sticky fields, partials) is remembered.
+pub const MAX_STREAMS: usize = 16_384;
+
+/// Where lines come from: a name (`stdin`, a file path) and its labels.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    /// Stream name used when the line names no pod.
+    pub name: String,
+    /// Labels every line of this source carries.
+    pub labels: Vec<(String, String)>,
+}
+
+impl Source {
+    /// A source with a name and no labels.
+    pub fn named(name: &str) -> Source {
+        Source { name: name.to_string(), labels: Vec::new() }
+    }
+}
+
+/// Counters of the decode stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DecodeStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Partial chunks joined into a line.
+    pub partial_chunks: u64,
+    /// Reassembled lines cut at [`MAX_PARTIAL_BYTES`].
+    pub partial_overflow: u64,
+    /// Lines that looked structured but did not parse (kept as plain text).
+    pub malformed: u64,
+    /// Streams forgotten because more than [`MAX_STREAMS`] were active.
+    pub streams_evicted: u64,
+    /// Lines whose time came from no clock of their own or their stream.
+    pub untimed: u64,
+}
+
+#[derive(Debug, Default)]
+struct StreamState {
+    labels: Labels,
+    last_time: Option<i64>,
+    sticky: Vec<(String, String)>,
+    partial: Option<(String, Option<i64>)>,
+}
+
+/// A line after unwrapping, ready for the matcher.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    /// The application's text.
+    pub text: Cow<'a, str>,
+    /// Wrapper time, if the wrapper had one.
+    pub wrapper_time: Option<i64>,
+    /// Stream key (pod/container, or the source name).
+    pub stream: String,
+    /// Event time as resolved by the cheap path.
+    pub time: i64,
+}
+
+/// A fully decoded event.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Event time (ns since epoch).
+    pub time: i64,
+    /// Level.
+    pub level: Option<Level>,
+    /// Message.
+    pub message: String,
+    /// The payload text.
+    pub text: String,
+    /// Parsed fields.
+    pub fields: Fields,
+    /// Regex captures added by the matcher.
+    pub captures: Vec<(String, String)>,
+    /// Stream context labels.
+    pub labels: Labels,
+    /// Sticky values inherited from the stream.
+    pub sticky: Vec<(String, String)>,
+    /// True when the payload looked structured but did not parse.
+    pub malformed: bool,
+}
+
+impl Event {
+    /// Looks up a field: `level`, `msg`/`message`, `labels.NAME`, regex
+    /// captures, payload fields, then the stream's sticky values.
+    pub fn get(&self, path: &str) -> Option<Cow<'_, str>> {
+        match path {
+            "level" => return self.level.map(|l| Cow::Borrowed(l.as_str())),
+            "msg" | "message" => return Some(Cow::Borrowed(self.message.as_str())),
+            _ => {}
+        }
+        if let Some(l) = path.strip_prefix("labels.") {
+            return label(&self.labels, l);
+        }
+        if let Some((_, v)) = self.captures.iter().find(|(k, _)| k == path) {
+            return Some(Cow::Borrowed(v.as_str()));
+        }
+        if let Some(v) = self.fields.get(path) {
+            return Some(v);
+        }
+        self.sticky.iter().find(|(k, _)| k == path).map(|(_, v)| Cow::Borrowed(v.as_str()))
+    }
+}
+
+fn label<'a>(labels: &'a [(String, String)], name: &str) -> Option<Cow<'a, str>> {
+    labels.iter().find(|(k, _)| k == name).map(|(_, v)| Cow::Borrowed(v.as_str()))
+}
+
+/// Resolves a group key (an alias, `workload`, or a field path) through a
+/// lookup function; first present, non-empty value wins.
+pub fn resolve_key<'a>(keys: &KeyConfig, key: &str, get: &dyn Fn(&str) -> Option<Cow<'a, str>>) -> Option<String> {
+    if key == WORKLOAD_KEY {
+        return resolve_key(keys, "pod", get).map(|p| workload_of(&p));
+    }
+    let found = match keys.aliases.get(key) {
+        Some(paths) => paths.iter().find_map(|p| get(p).filter(|v| !v.is_empty())),
+        None => get(key).filter(|v| !v.is_empty()),
+    }?;
+    if key == "pod" {
+        // klog writes pods as namespace/name; events and prefixes as name.
+        return Some(found.rsplit('/').next().unwrap_or(&found).to_string());
+    }
+    Some(found.into_owned())
+}
+
+/// The workload of a pod: its name without the generated suffixes
+/// (`api-7c9d8f6b5-x2x7q` → `api`, `livekit-server-0` → `livekit-server`).
+pub fn workload_of(pod: &str) -> String {
+    let pod = pod.rsplit('/').next().unwrap_or(pod);
+    let Some((base, last)) = pod.rsplit_once('-') else {
+        return pod.to_string();
+    };
+    if !last.is_empty() && last.len() <= 4 && last.bytes().all(|b| b.is_ascii_digit()) {
+        return base.to_string();
+    }
+    if last.len() == 5 {
+        // Deployment pods carry a ReplicaSet hash (6–10 chars) before the suffix.
+        if let Some((base2, hash)) = base.rsplit_once('-') {
+            let hashy = (6..=10).contains(&hash.len()) && hash.bytes().all(|b| b.is_ascii_alphanumeric());
+            if hashy && hash.bytes().any(|b| b.is_ascii_digit()) {
+                return base2.to_string();
+            }
+        }
+        return base.to_string();
+    }
+    pod.to_string()
+}
+
+/// The decoder: unwrapping, stream context, time resolution.
+pub struct Decoder {
+    streams: LruCache<String, StreamState>,
+    sticky_keys: Vec<String>,
+    last_time: Option<i64>,
+    live: bool,
+    stats: DecodeStats,
+}
+
+impl Decoder {
+    /// A decoder. `live` allows arrival time as the last resort for lines with
+    /// no time of their own (replay never reads the clock).
+    pub fn new(keys: &KeyConfig, live: bool) -> Decoder {
+        let cap = NonZeroUsize::new(MAX_STREAMS).unwrap_or(NonZeroUsize::MIN);
+        Decoder { streams: LruCache::new(cap), sticky_keys: keys.sticky.clone(), last_time: None, live, stats: DecodeStats::default() }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &DecodeStats {
+        &self.stats
+    }
+
+    /// Latest event time seen on any stream.
+    pub fn last_time(&self) -> Option<i64> {
+        self.last_time
+    }
+
+    /// Unwraps a raw line. Returns None while a partial line is being
+    /// reassembled. `arrival` is the wall-clock time in live mode.
+    pub fn prepare<'a>(&mut self, source: &Source, raw: &'a str, arrival: Option<i64>) -> Option<Prepared<'a>> {
+        self.stats.lines += 1;
+        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+        // Outer prefix first: kubectl --prefix, then stern.
+        let (prefix, rest): (Option<(String, String, Option<String>)>, Cow<'a, str>) = match wrapper::kubectl_prefix(raw) {
+            Some((p, r)) => (Some((p.pod.to_string(), p.container.to_string(), None)), Cow::Borrowed(r)),
+            None => match wrapper::strip_ansi(raw) {
+                Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
+                    Some((p, r)) => (
+                        Some((p.pod.to_string(), p.container.to_string(), p.namespace.map(str::to_string))),
+                        Cow::Borrowed(r),
+                    ),
+                    None => (None, Cow::Borrowed(b)),
+                },
+                Cow::Owned(o) => match wrapper::stern_prefix(&o) {
+                    Some((p, r)) => (
+                        Some((p.pod.to_string(), p.container.to_string(), p.namespace.map(str::to_string))),
+                        Cow::Owned(r.to_string()),
+                    ),
+                    None => (None, Cow::Owned(o)),
+                },
+            },
+        };
+        let stream = match &prefix {
+            Some((pod, container, _)) => format!("{}/{pod}/{container}", source.name),
+            None => source.name.clone(),
+        };
+        if !self.streams.contains(&stream) {
+            let mut labels = source.labels.clone();
+            if let Some((pod, container, ns)) = &prefix {
+                labels.push(("pod".into(), pod.clone()));
+                labels.push(("container".into(), container.clone()));
+                if let Some(ns) = ns {
+                    labels.push(("namespace".into(), ns.clone()));
+                }
+            }
+            if self.streams.len() == self.streams.cap().get() {
+                self.stats.streams_evicted += 1;
+            }
+            self.streams.put(stream.clone(), StreamState { labels: Arc::new(labels), ..StreamState::default() });
+        }
+        // Container runtime wrapper.
+        let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) = match rest {
+            Cow::Borrowed(b) => match wrapper::cri(b).or_else(|| wrapper::docker(b)) {
+                Some(u) => (u.content, u.time, u.partial, true),
+                None => (Cow::Borrowed(b), None, false, false),
+            },
+            Cow::Owned(o) => {
+                let u = wrapper::cri(&o)
+                    .or_else(|| wrapper::docker(&o))
+                    .map(|u| (u.content.into_owned(), u.time, u.partial));
+                match u {
+                    Some((c, t, p)) => (Cow::Owned(c), t, p, true),
+                    None => (Cow::Owned(o), None, false, false),
+                }
+            }
+        };
+        let (text, wrapper_time): (Cow<'a, str>, Option<i64>) = if !wrapped {
+            (content, None)
+        } else {
+            let st = self.streams.get_mut(&stream)?;
+            if partial {
+                self.stats.partial_chunks += 1;
+                let buf = st.partial.get_or_insert_with(|| (String::new(), wrapper_time));
+                let room = MAX_PARTIAL_BYTES.saturating_sub(buf.0.len());
+                if room >= content.len() {
+                    buf.0.push_str(&content);
+                    return None;
+                }
+                // Overflow: emit what we have, cut at a char boundary.
+                let mut cut = room;
+                while !content.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                buf.0.push_str(&content[..cut]);
+                self.stats.partial_overflow += 1;
+                let (text, t) = st.partial.take().unwrap_or_default();
+                (Cow::Owned(text), t)
+            } else if let Some((mut buf, t)) = st.partial.take() {
+                self.stats.partial_chunks += 1;
+                buf.push_str(&content);
+                (Cow::Owned(buf), t.or(wrapper_time))
+            } else {
+                (content, wrapper_time)
+            }
+        };
+        let time = self.update_stream(&stream, &text, wrapper_time, arrival);
+        Some(Prepared { text, wrapper_time, stream, time })
+    }
+
+    fn update_stream(&mut self, stream: &str, text: &str, wrapper_time: Option<i64>, arrival: Option<i64>) -> i64 {
+        let global = self.last_time;
+        let live = self.live;
+        let Some(st) = self.streams.get_mut(stream) else {
+            return global.or(arrival).unwrap_or(0);
+        };
+        let reference = wrapper_time.or(st.last_time).or(global).or(arrival);
+        let own = quick_time(text, reference);
+        let time = match own.or(wrapper_time).or(st.last_time).or(global) {
+            Some(t) => t,
+            None => {
+                self.stats.untimed += 1;
+                if live {
+                    arrival.unwrap_or(0)
+                } else {
+                    0
+                }
+            }
+        };
+        st.last_time = Some(time);
+        for key in &self.sticky_keys {
+            if let Some(v) = quick_get(text, key) {
+                if v.is_empty() {
+                    continue;
+                }
+                match st.sticky.iter_mut().find(|(k, _)| k == key) {
+                    Some(slot) => {
+                        if slot.1 != v {
+                            slot.1 = v.into_owned();
+                        }
+                    }
+                    None => st.sticky.push((key.clone(), v.into_owned())),
+                }
+            }
+        }
+        self.last_time = Some(global.map_or(time, |g| g.max(time)));
+        time
+    }
+
+    /// Cheap lookup on a prepared line: labels, sticky values and fields found
+    /// by substring search. Dotted paths that are not literal keys fall back
+    /// to a JSON parse of the line.
+    pub fn quick_lookup<'b>(&'b self, p: &'b Prepared<'_>, path: &str) -> Option<Cow<'b, str>> {
+        let st = self.streams.peek(&p.stream);
+        if let Some(l) = path.strip_prefix("labels.") {
+            return st.and_then(|s| label(&s.labels, l));
+        }
+        if let Some(v) = quick_get(&p.text, path) {
+            return Some(v);
+        }
+        if path.contains('.') && p.text.trim_start().starts_with('{') {
+            let pl = payload::decode(&p.text, Some(p.time));
+            if let Some(v) = pl.fields.get(path) {
+                return Some(Cow::Owned(v.into_owned()));
+            }
+        }
+        st.and_then(|s| s.sticky.iter().find(|(k, _)| k == path).map(|(_, v)| Cow::Borrowed(v.as_str())))
+    }
+
+    /// Fully decodes a prepared line into an event.
+    pub fn event(&mut self, p: &Prepared<'_>) -> Event {
+        let reference = Some(p.time);
+        let pl = payload::decode(&p.text, reference);
+        if pl.malformed {
+            self.stats.malformed += 1;
+        }
+        let (labels, sticky) = match self.streams.peek(&p.stream) {
+            Some(s) => (s.labels.clone(), s.sticky.clone()),
+            None => (Labels::default(), Vec::new()),
+        };
+        Event {
+            time: p.time,
+            level: pl.level,
+            message: pl.message,
+            text: p.text.to_string(),
+            fields: pl.fields,
+            captures: Vec::new(),
+            labels,
+            sticky,
+            malformed: pl.malformed,
+        }
+    }
+
+    /// Counts a malformed line found by the cheap path.
+    pub fn count_malformed(&mut self) {
+        self.stats.malformed += 1;
+    }
+
+    /// Emits partial lines still buffered (end of input) as complete lines.
+    pub fn drain_partials(&mut self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (name, st) in self.streams.iter_mut() {
+            if let Some((text, _)) = st.partial.take() {
+                out.push((name.clone(), text));
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec() -> Decoder {
+        Decoder::new(&KeyConfig::default(), false)
+    }
+
+    #[test]
+    fn sticky_node_id_is_inherited_by_its_stream_only() {
+        let mut d = dec();
+        let src = Source::named("stdin");
+        let a = "[pod/lk-0/livekit-server] {\"level\":\"info\",\"ts\":1714564800.1,\"msg\":\"starting LiveKit server\",\"nodeID\":\"ND_A\"}";
+        let b = "[pod/lk-1/livekit-server] {\"level\":\"info\",\"ts\":1714564800.2,\"msg\":\"starting LiveKit server\",\"nodeID\":\"ND_B\"}";
+        let w = "[pod/lk-0/livekit-server] {\"level\":\"info\",\"ts\":1714564900.0,\"msg\":\"waiting for participants to exit\"}";
+        for l in [a, b] {
+            d.prepare(&src, l, None).unwrap();
+        }
+        let p = d.prepare(&src, w, None).unwrap();
+        let e = d.event(&p);
+        let keys = KeyConfig::default();
+        assert_eq!(resolve_key(&keys, "node", &|k| e.get(k)).as_deref(), Some("ND_A"));
+        assert_eq!(e.get("labels.pod").as_deref(), Some("lk-0"));
+        assert_eq!(e.time, 1_714_564_900 * time::NS);
+    }
+
+    #[test]
+    fn cri_partials_are_reassembled_and_bounded() {
+        let mut d = dec();
+        let src = Source::named("f");
+        assert!(d.prepare(&src, "2024-05-01T12:00:01.000000001Z stderr P {\"msg\":\"status update", None).is_none());
+        let p = d.prepare(&src, "2024-05-01T12:00:01.000000002Z stderr F  delayed, possible deadlock\"}", None).unwrap();
+        assert_eq!(p.text, "{\"msg\":\"status update delayed, possible deadlock\"}");
+        let big = "x".repeat(MAX_PARTIAL_BYTES / 2 + 10);
+        assert!(d.prepare(&src, &format!("2024-05-01T12:00:02Z stdout P {big}"), None).is_none());
+        let p = d.prepare(&src, &format!("2024-05-01T12:00:02Z stdout P {big}"), None).unwrap();
+        assert_eq!(p.text.len(), MAX_PARTIAL_BYTES);
+        assert_eq!(d.stats().partial_overflow, 1);
+    }
+
+    #[test]
+    fn lines_without_time_take_their_streams_time() {
+        let mut d = dec();
+        let src = Source::named("s");
+        d.prepare(&src, "[pod/a-0/c] {\"ts\":1714564800,\"msg\":\"x\"}", None).unwrap();
+        let p = d.prepare(&src, "[pod/a-0/c] could not register node: READONLY", None).unwrap();
+        assert_eq!(p.time, 1_714_564_800 * time::NS);
+        let fresh = Decoder::new(&KeyConfig::default(), true).prepare(&src, "plain", Some(42)).unwrap().time;
+        assert_eq!(fresh, 42);
+    }
+
+    #[test]
+    fn workloads_from_pod_names() {
+        assert_eq!(workload_of("api-7c9d8f6b5-x2x7q"), "api");
+        assert_eq!(workload_of("livekit-server-7c9d8f6b5-x2x7q"), "livekit-server");
+        assert_eq!(workload_of("livekit-server-0"), "livekit-server");
+        assert_eq!(workload_of("node-exporter-abcde"), "node-exporter");
+        assert_eq!(workload_of("livekit/egress-12"), "egress");
+        assert_eq!(workload_of("solo"), "solo");
+    }
+}

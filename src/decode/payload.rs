@@ -1,0 +1,615 @@
+//! Payload formats: JSON objects (zap production, kube events, journald),
+//! zap console lines, klog, syslog-style journal lines, Go `log` prefixes,
+//! logfmt, and plain text. Each yields time, level, message and fields; a
+//! line that fits no structured format is still an event whose message is
+//! the line.
+
+use super::time::{self, parse_any, parse_clock, parse_epoch, parse_rfc3339, with_inferred_year};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// Normalised severity of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// trace / debug.
+    Debug,
+    /// info / notice.
+    Info,
+    /// warn / warning.
+    Warn,
+    /// error.
+    Error,
+    /// fatal / panic / critical.
+    Fatal,
+}
+
+impl Level {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+            Level::Fatal => "fatal",
+        }
+    }
+
+    /// Parses level names of zap, logrus, slog, klog letters and syslog numbers.
+    pub fn parse(s: &str) -> Option<Level> {
+        let s = s.trim();
+        Some(match s.to_ascii_lowercase().as_str() {
+            "trace" | "debug" | "dbug" | "7" => Level::Debug,
+            "info" | "information" | "notice" | "i" | "5" | "6" => Level::Info,
+            "warn" | "warning" | "w" | "4" => Level::Warn,
+            "error" | "err" | "e" | "3" => Level::Error,
+            "fatal" | "panic" | "dpanic" | "critical" | "crit" | "alert" | "emerg" | "f" | "0" | "1" | "2" => {
+                Level::Fatal
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// Which format a payload was read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON object.
+    Json,
+    /// zap console: `time\tLEVEL\tlogger\tcaller\tmsg\t{json}`.
+    Console,
+    /// klog: `I0501 12:00:40.118204 1187 file.go:107] "msg" k="v"`.
+    Klog,
+    /// logfmt: `level=info msg="…"`.
+    Logfmt,
+    /// Go `log` prefix: `redis: 2024/05/01 12:00:03 pool.go:762: …`.
+    GoLog,
+    /// Anything else.
+    Plain,
+}
+
+/// Fields of a decoded payload.
+#[derive(Debug, Clone, Default)]
+pub enum Fields {
+    /// No fields.
+    #[default]
+    None,
+    /// A JSON object.
+    Json(Map<String, Value>),
+    /// Key-value pairs (logfmt, klog, syslog header).
+    Pairs(Vec<(String, String)>),
+}
+
+impl Fields {
+    /// Looks up a field by name, then as a dotted path into nested objects.
+    pub fn get(&self, path: &str) -> Option<Cow<'_, str>> {
+        match self {
+            Fields::None => None,
+            Fields::Pairs(p) => p.iter().rev().find(|(k, _)| k == path).map(|(_, v)| Cow::Borrowed(v.as_str())),
+            Fields::Json(m) => json_path(m, path).and_then(value_str),
+        }
+    }
+}
+
+fn json_path<'a>(m: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
+    if let Some(v) = m.get(path) {
+        return Some(v);
+    }
+    // Try every split point so keys that themselves contain dots still resolve.
+    let mut from = 0;
+    while let Some(i) = path[from..].find('.') {
+        let cut = from + i;
+        if let Some(Value::Object(inner)) = m.get(&path[..cut]) {
+            if let Some(v) = json_path(inner, &path[cut + 1..]) {
+                return Some(v);
+            }
+        }
+        from = cut + 1;
+    }
+    None
+}
+
+/// The text of a JSON value: strings as is, scalars printed, null absent.
+pub fn value_str(v: &Value) -> Option<Cow<'_, str>> {
+    match v {
+        Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+        Value::Null => None,
+        Value::Bool(b) => Some(Cow::Owned(b.to_string())),
+        Value::Number(n) => Some(Cow::Owned(n.to_string())),
+        other => Some(Cow::Owned(other.to_string())),
+    }
+}
+
+/// A decoded payload.
+#[derive(Debug, Clone)]
+pub struct Payload {
+    /// Detected format.
+    pub format: Format,
+    /// Event time from the payload itself (ns).
+    pub time: Option<i64>,
+    /// Level.
+    pub level: Option<Level>,
+    /// Message.
+    pub message: String,
+    /// Fields.
+    pub fields: Fields,
+    /// True when the line looked structured but did not parse.
+    pub malformed: bool,
+}
+
+const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log"];
+const TIME_KEYS: &[&str] = &["ts", "time", "timestamp", "@timestamp", "eventTime", "lastTimestamp"];
+const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
+
+/// Decodes a payload. `reference` is a nearby known time used to complete
+/// stamps that carry no year (klog, syslog).
+pub fn decode(text: &str, reference: Option<i64>) -> Payload {
+    let t = text.trim_end_matches(['\r', '\n']);
+    if t.trim_start().starts_with('{') {
+        return decode_json(t);
+    }
+    if let Some(p) = decode_console(t) {
+        return p;
+    }
+    if let Some(p) = decode_syslog(t, reference) {
+        return p;
+    }
+    if let Some(p) = decode_klog(t, reference) {
+        return p;
+    }
+    if let Some(p) = decode_golog(t) {
+        return p;
+    }
+    if let Some(p) = decode_logfmt(t) {
+        return p;
+    }
+    plain(t, false)
+}
+
+fn plain(t: &str, malformed: bool) -> Payload {
+    Payload { format: Format::Plain, time: None, level: None, message: t.to_string(), fields: Fields::None, malformed }
+}
+
+fn decode_json(t: &str) -> Payload {
+    // serde_json into a Map: duplicate keys are allowed, the last one wins.
+    let map = match serde_json::from_str::<Value>(t.trim()) {
+        Ok(Value::Object(m)) => m,
+        _ => return plain(t, true),
+    };
+    let fields = Fields::Json(map);
+    let message = MSG_KEYS.iter().find_map(|k| fields.get(k)).map(|c| c.into_owned()).unwrap_or_default();
+    let time = json_time(&fields);
+    let level = LEVEL_KEYS.iter().find_map(|k| fields.get(k).and_then(|v| Level::parse(&v)));
+    // Kubernetes events carry their severity as type: Warning / Normal.
+    let level = level.or_else(|| match fields.get("type").as_deref() {
+        Some("Warning") => Some(Level::Warn),
+        Some("Normal") => Some(Level::Info),
+        _ => None,
+    });
+    Payload { format: Format::Json, time, level, message, fields, malformed: false }
+}
+
+fn json_time(fields: &Fields) -> Option<i64> {
+    if let Some(us) = fields.get("__REALTIME_TIMESTAMP").and_then(|v| v.parse::<i64>().ok()) {
+        return Some(us.saturating_mul(1000));
+    }
+    TIME_KEYS.iter().find_map(|k| fields.get(k).and_then(|v| parse_any(&v)))
+}
+
+const CONSOLE_LEVELS: &[&str] = &["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "DPANIC", "PANIC", "FATAL"];
+
+fn is_caller(s: &str) -> bool {
+    s.rsplit_once(':').is_some_and(|(f, l)| f.contains('.') && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// zap console: tab separated, or with the tabs turned into runs of spaces
+/// (as happens when lines are copied from a terminal).
+fn decode_console(t: &str) -> Option<Payload> {
+    let b = t.as_bytes();
+    if b.len() < 24 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let (ts, rest) = t.split_once(['\t', ' '])?;
+    let time = parse_rfc3339(ts)?;
+    let rest = rest.trim_start();
+    let (lvl, rest) = rest.split_once(['\t', ' ']).unwrap_or((rest, ""));
+    if !CONSOLE_LEVELS.contains(&lvl) {
+        return None;
+    }
+    let rest = rest.trim_start_matches([' ', '\t']);
+    // Trailing JSON object of fields.
+    let (head, fields) = match rest.find("\t{").or_else(|| rest.find("  {\"")).or_else(|| rest.find(" {\"")) {
+        Some(i) if rest.trim_end().ends_with('}') => {
+            let js = rest[i..].trim();
+            match serde_json::from_str::<Value>(js) {
+                Ok(Value::Object(m)) => (&rest[..i], Fields::Json(m)),
+                _ => (rest, Fields::None),
+            }
+        }
+        _ => (rest, Fields::None),
+    };
+    // head: [logger] [caller] msg — tab separated, or whitespace runs.
+    let parts: Vec<&str> = if head.contains('\t') {
+        head.split('\t').collect()
+    } else {
+        head.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect()
+    };
+    let mut fields_out = fields;
+    let message = match parts.iter().position(|p| is_caller(p.trim())) {
+        Some(ci) => {
+            let logger = if ci > 0 { Some(parts[0].trim()) } else { None };
+            if let (Some(l), Fields::Json(m)) = (logger, &mut fields_out) {
+                m.entry("logger").or_insert_with(|| Value::String(l.to_string()));
+            }
+            parts[ci + 1..].join(" ").trim().to_string()
+        }
+        None => parts.last().map(|s| s.trim().to_string()).unwrap_or_default(),
+    };
+    Some(Payload { format: Format::Console, time: Some(time), level: Level::parse(lvl), message, fields: fields_out, malformed: false })
+}
+
+/// `May 01 12:00:40 node-a kubelet[1187]: rest` (journalctl short output).
+fn decode_syslog(t: &str, reference: Option<i64>) -> Option<Payload> {
+    let month = time::month_from_abbrev(t.get(..3)?)?;
+    let rest = t.get(4..)?.trim_start();
+    let (day, rest) = rest.split_once(' ')?;
+    let day: u32 = day.parse().ok()?;
+    let (clock, rest) = rest.split_once(' ')?;
+    let clock = parse_clock(clock)?;
+    let (host, rest) = rest.split_once(' ')?;
+    let (prog, inner) = rest.split_once(": ")?;
+    let program = prog.split('[').next().unwrap_or(prog);
+    let reference = reference.unwrap_or_else(now_ns);
+    let time = with_inferred_year(reference, month, day, clock);
+    let mut p = decode(inner, time.or(Some(reference)));
+    if p.format == Format::Plain && !p.malformed {
+        p.time = None;
+    }
+    let mut pairs = vec![("host".to_string(), host.to_string()), ("program".to_string(), program.to_string())];
+    match &mut p.fields {
+        Fields::Json(m) => {
+            for (k, v) in pairs {
+                m.entry(k).or_insert(Value::String(v));
+            }
+        }
+        Fields::Pairs(existing) => {
+            pairs.append(existing);
+            p.fields = Fields::Pairs(pairs);
+        }
+        Fields::None => p.fields = Fields::Pairs(pairs),
+    }
+    p.time = p.time.or(time);
+    Some(p)
+}
+
+fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+/// klog: `I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" k="v"`.
+fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
+    let b = t.as_bytes();
+    if b.len() < 22 || !matches!(b[0], b'I' | b'W' | b'E' | b'F') || !b[1..5].iter().all(u8::is_ascii_digit) || b[5] != b' ' {
+        return None;
+    }
+    let month: u32 = t[1..3].parse().ok()?;
+    let day: u32 = t[3..5].parse().ok()?;
+    let rest = &t[6..];
+    let (clock, rest) = rest.split_once(' ')?;
+    let clock = parse_clock(clock)?;
+    let close = rest.find("] ").or_else(|| rest.strip_suffix(']').map(|r| r.len()))?;
+    let header = rest[..close].trim();
+    if !header.split_whitespace().last().is_some_and(is_caller) {
+        return None;
+    }
+    let body = rest.get(close + 2..).unwrap_or("");
+    let level = Level::parse(&t[..1]);
+    let time = with_inferred_year(reference.unwrap_or_else(now_ns), month, day, clock);
+    let (message, pairs) = if let Some(after) = body.strip_prefix('"') {
+        // Structured klog: quoted message then logfmt-style pairs.
+        let (msg, used) = read_quoted(after);
+        (msg, parse_pairs(&after[used..]))
+    } else {
+        (body.to_string(), Vec::new())
+    };
+    Some(Payload { format: Format::Klog, time, level, message, fields: Fields::Pairs(pairs), malformed: false })
+}
+
+/// Go `log` prefix: `[prefix: ]2024/05/01 12:00:03[.micro] rest`.
+fn decode_golog(t: &str) -> Option<Payload> {
+    let start = t.bytes().position(|b| b.is_ascii_digit())?;
+    if start > 40 {
+        return None;
+    }
+    let s = &t[start..];
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'/' || b[7] != b'/' || b[10] != b' ' || b[13] != b':' {
+        return None;
+    }
+    let y: i32 = s[..4].parse().ok()?;
+    let mo: u32 = s[5..7].parse().ok()?;
+    let d: u32 = s[8..10].parse().ok()?;
+    let (clock, _) = s[11..].split_once(' ').unwrap_or((&s[11..], ""));
+    let c = parse_clock(clock)?;
+    let time = time::from_parts(y, mo, d, c.0, c.1, c.2, c.3)?;
+    let lower = t.to_ascii_lowercase();
+    let level = if lower.contains("error") || lower.contains("failed") { Some(Level::Error) } else { None };
+    Some(Payload { format: Format::GoLog, time: Some(time), level, message: t.to_string(), fields: Fields::None, malformed: false })
+}
+
+/// logfmt: at least two `key=value` pairs and the first token is one.
+fn decode_logfmt(t: &str) -> Option<Payload> {
+    let first = t.split(' ').next()?;
+    let (k, _) = first.split_once('=')?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-') {
+        return None;
+    }
+    let pairs = parse_pairs(t);
+    if pairs.len() < 2 {
+        return None;
+    }
+    let get = |names: &[&str]| pairs.iter().find(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| v.clone());
+    let message = get(&["msg", "message"]).unwrap_or_default();
+    let time = get(&["ts", "time", "t", "timestamp"]).and_then(|v| parse_any(&v));
+    let level = get(&["level", "lvl", "severity"]).and_then(|v| Level::parse(&v));
+    Some(Payload { format: Format::Logfmt, time, level, message, fields: Fields::Pairs(pairs), malformed: false })
+}
+
+/// Reads a Go-quoted string body (after the opening quote); returns the
+/// unescaped text and the bytes consumed including the closing quote.
+fn read_quoted(s: &str) -> (String, usize) {
+    let mut out = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return (out, i + 1),
+            '\\' => match chars.next() {
+                Some((_, 'n')) => out.push('\n'),
+                Some((_, 't')) => out.push('\t'),
+                Some((_, other)) => out.push(other),
+                None => break,
+            },
+            c => out.push(c),
+        }
+    }
+    (out, s.len())
+}
+
+/// Parses `k=v k2="quoted value"` pairs.
+pub fn parse_pairs(s: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = s.trim_start();
+    while !rest.is_empty() {
+        let Some(eq) = rest.find('=') else { break };
+        let key = &rest[..eq];
+        if key.is_empty() || key.contains(' ') {
+            // Skip a bare word.
+            match rest.find(' ') {
+                Some(sp) => {
+                    rest = rest[sp..].trim_start();
+                    continue;
+                }
+                None => break,
+            }
+        }
+        let after = &rest[eq + 1..];
+        let (val, used) = if let Some(q) = after.strip_prefix('"') {
+            let (v, n) = read_quoted(q);
+            (v, n + 1)
+        } else {
+            let end = after.find(' ').unwrap_or(after.len());
+            (after[..end].to_string(), end)
+        };
+        out.push((key.to_string(), val));
+        rest = after[used..].trim_start();
+    }
+    out
+}
+
+/// Finds a field's value in raw text without parsing it: `"key": value` (JSON,
+/// including a console line's trailing object) or `key=value` (logfmt, klog).
+/// This is the cheap path used for lines no rule can match.
+pub fn quick_get<'a>(text: &'a str, key: &str) -> Option<Cow<'a, str>> {
+    let bytes = text.as_bytes();
+    let kb = key.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memmem::find(&bytes[from..], kb) {
+        let i = from + off;
+        let end = i + kb.len();
+        from = end;
+        // JSON key: "key" then optional spaces then ':'.
+        if i > 0 && bytes[i - 1] == b'"' && bytes.get(end) == Some(&b'"') {
+            let before = if i >= 2 { bytes[i - 2] } else { b'{' };
+            if !matches!(before, b'{' | b',' | b' ' | b'\t') {
+                continue;
+            }
+            let mut j = end + 1;
+            while bytes.get(j).is_some_and(|b| *b == b' ') {
+                j += 1;
+            }
+            if bytes.get(j) != Some(&b':') {
+                continue;
+            }
+            j += 1;
+            while bytes.get(j).is_some_and(|b| *b == b' ') {
+                j += 1;
+            }
+            return json_scalar_at(text, j);
+        }
+        // logfmt key: at start or after a space, followed by '='.
+        let at_boundary = i == 0 || bytes[i - 1] == b' ';
+        if at_boundary && bytes.get(end) == Some(&b'=') {
+            let after = &text[end + 1..];
+            if let Some(q) = after.strip_prefix('"') {
+                return Some(Cow::Owned(read_quoted(q).0));
+            }
+            let e = after.find(' ').unwrap_or(after.len());
+            return Some(Cow::Borrowed(&after[..e]));
+        }
+    }
+    None
+}
+
+fn json_scalar_at(text: &str, j: usize) -> Option<Cow<'_, str>> {
+    let rest = text.get(j..)?;
+    if let Some(body) = rest.strip_prefix('"') {
+        let bytes = body.as_bytes();
+        let mut k = 0;
+        let mut escaped = false;
+        while k < bytes.len() {
+            match bytes[k] {
+                b'\\' => {
+                    escaped = true;
+                    k += 2;
+                    continue;
+                }
+                b'"' => break,
+                _ => k += 1,
+            }
+        }
+        let raw = body.get(..k.min(body.len()))?;
+        if !escaped {
+            return Some(Cow::Borrowed(raw));
+        }
+        return serde_json::from_str::<String>(&format!("\"{raw}\"")).ok().map(Cow::Owned);
+    }
+    let end = rest.find([',', '}', ' ', ']']).unwrap_or(rest.len());
+    let v = &rest[..end];
+    if v.is_empty() || v == "null" {
+        return None;
+    }
+    Some(Cow::Borrowed(v))
+}
+
+/// The cheap time extraction for lines that need no full decode.
+pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        if let Some(us) = quick_get(t, "__REALTIME_TIMESTAMP").and_then(|v| v.parse::<i64>().ok()) {
+            return Some(us.saturating_mul(1000));
+        }
+        return TIME_KEYS.iter().find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)));
+    }
+    let b = t.as_bytes();
+    if b.len() >= 20 && b[0].is_ascii_digit() && b[4] == b'-' {
+        let ts = t.split(['\t', ' ']).next().unwrap_or("");
+        return parse_rfc3339(ts);
+    }
+    if b.first().is_some_and(u8::is_ascii_uppercase) {
+        // klog or syslog: the full decoders are cheap for these headers.
+        return decode_syslog(t, reference).or_else(|| decode_klog(t, reference)).and_then(|p| p.time);
+    }
+    if let Some(p) = decode_golog(t) {
+        return p.time;
+    }
+    if t.contains('=') {
+        for k in ["ts", "time", "t", "timestamp"] {
+            if let Some(v) = quick_get(t, k) {
+                if let Some(x) = parse_any(&v).or_else(|| parse_epoch(&v)) {
+                    return Some(x);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zap_json_with_duplicate_keys() {
+        let p = decode(r#"{"level":"error","ts":1714568400.5533901,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_a","nodeID":"ND_b"}"#, None);
+        assert_eq!(p.format, Format::Json);
+        assert_eq!(p.level, Some(Level::Error));
+        assert_eq!(p.message, "failed to mark as draining");
+        assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_b"));
+        assert_eq!(p.time, Some(1_714_568_400_553_390_100));
+    }
+
+    #[test]
+    fn nested_and_dotted_paths() {
+        let p = decode(r#"{"source":{"host":"node-a"},"rtc.portTCP":7881,"involvedObject":{"name":"p-1"}}"#, None);
+        assert_eq!(p.fields.get("source.host").as_deref(), Some("node-a"));
+        assert_eq!(p.fields.get("rtc.portTCP").as_deref(), Some("7881"));
+        assert_eq!(p.fields.get("involvedObject.name").as_deref(), Some("p-1"));
+    }
+
+    #[test]
+    fn zap_console_tabs_and_spaces() {
+        let l = "2025-07-17T12:01:25.055Z\tINFO\tlivekit\tservice/server.go:265\tstarting LiveKit server\t{\"portHttp\": 7880, \"nodeID\": \"ND_GqLvytWtqkB7\"}";
+        let p = decode(l, None);
+        assert_eq!(p.format, Format::Console);
+        assert_eq!(p.message, "starting LiveKit server");
+        assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_GqLvytWtqkB7"));
+        assert_eq!(p.fields.get("logger").as_deref(), Some("livekit"));
+        let s = "2024-07-07T10:42:41.982Z        ERROR   egress  service/io.go:47        failed to create egress {\"nodeID\": \"NE_s7aGJGh4RzTK\", \"error\": \"no response from servers\"}";
+        let p = decode(s, None);
+        assert_eq!(p.format, Format::Console);
+        assert_eq!(p.level, Some(Level::Error));
+        assert_eq!(p.message, "failed to create egress");
+        assert_eq!(p.fields.get("error").as_deref(), Some("no response from servers"));
+        let offs = decode("2024-07-17T12:19:35.209+0300\tINFO\tlivekit\trtc/participant.go:874\tparticipant closing\t{\"room\": \"r\"}", None);
+        assert_eq!(offs.time, parse_rfc3339("2024-07-17T09:19:35.209Z"));
+    }
+
+    #[test]
+    fn klog_and_syslog() {
+        let reference = parse_rfc3339("2024-05-01T00:00:00Z");
+        let l = r#"I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" probeType="Liveness" pod="livekit/livekit-server-0" output="HTTP probe failed with statuscode: 406""#;
+        let p = decode(l, reference);
+        assert_eq!(p.format, Format::Klog);
+        assert_eq!(p.message, "Probe failed");
+        assert_eq!(p.fields.get("pod").as_deref(), Some("livekit/livekit-server-0"));
+        assert_eq!(p.time, parse_rfc3339("2024-05-01T12:00:40.118204Z"));
+        let s = format!("May 01 12:00:40 node-a kubelet[1187]: {l}");
+        let p = decode(&s, reference);
+        assert_eq!(p.format, Format::Klog);
+        assert_eq!(p.fields.get("host").as_deref(), Some("node-a"));
+        assert_eq!(p.fields.get("probeType").as_deref(), Some("Liveness"));
+        let e = decode(r#"E0501 12:03:02.145522 1187 pod_workers.go:1298] "Error syncing pod, skipping" err="failed to \"StartContainer\"""#, reference);
+        assert_eq!(e.level, Some(Level::Error));
+        assert_eq!(e.fields.get("err").as_deref(), Some("failed to \"StartContainer\""));
+    }
+
+    #[test]
+    fn golog_logfmt_plain() {
+        let g = decode("redis: 2024/05/01 12:00:03 pool.go:762: redis: connection pool: failed to dial after 5 attempts: dial tcp 10.0.0.21:6379: connect: connection refused", None);
+        assert_eq!(g.format, Format::GoLog);
+        assert_eq!(g.time, parse_rfc3339("2024-05-01T12:00:03Z"));
+        let l = decode(r#"time=2024-05-01T12:00:00Z level=warn msg="slow request" upstream=10.2.0.14:9090"#, None);
+        assert_eq!(l.format, Format::Logfmt);
+        assert_eq!(l.level, Some(Level::Warn));
+        assert_eq!(l.fields.get("upstream").as_deref(), Some("10.2.0.14:9090"));
+        let p = decode("could not register node: READONLY You can't write against a read only replica.", None);
+        assert_eq!(p.format, Format::Plain);
+        let bad = decode("{\"level\":\"info\",\"msg\":\"trunc", None);
+        assert!(bad.malformed);
+        assert_eq!(bad.message, "{\"level\":\"info\",\"msg\":\"trunc");
+    }
+
+    #[test]
+    fn quick_get_finds_keys_not_values() {
+        let t = r#"{"msg":"nodeID changed","nodeID":"ND_x","a":{"nodeID2":1}}"#;
+        assert_eq!(quick_get(t, "nodeID").as_deref(), Some("ND_x"));
+        assert_eq!(quick_get(r#"{"a": 1, "nodeID": "ND_\"q"}"#, "nodeID").as_deref(), Some("ND_\"q"));
+        assert_eq!(quick_get(r#"x="1" pod="ns/p-0" podUID="u""#, "pod").as_deref(), Some("ns/p-0"));
+        assert_eq!(quick_get(r#"{"ts":1714568400.5,"x":1}"#, "ts").as_deref(), Some("1714568400.5"));
+        assert_eq!(quick_get(r#"{"apod":"x"}"#, "pod"), None);
+    }
+
+    #[test]
+    fn quick_time_agrees_with_decode() {
+        let lines = [
+            r#"{"level":"info","ts":1714568405.554187,"msg":"x"}"#,
+            "2025-07-17T12:01:25.055Z\tINFO\tlivekit\tservice/server.go:265\tstarting",
+            "redis: 2024/05/01 12:00:03 pool.go:762: redis: x",
+            r#"I0501 12:00:40.118204    1187 prober.go:107] "Probe failed""#,
+        ];
+        let r = parse_rfc3339("2024-05-01T00:00:00Z");
+        for l in lines {
+            assert_eq!(quick_time(l, r), decode(l, r).time, "{l}");
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Event-time parsing: epoch numbers in any unit, RFC 3339 with or without a
+//! colon in the offset, klog and syslog stamps without a year, and Go's `log`
+//! prefix. Everything is nanoseconds since the Unix epoch, UTC.
+
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeZone, Utc};
+
+/// Nanoseconds in a second.
+pub const NS: i64 = 1_000_000_000;
+
+/// Parses an epoch number, guessing the unit from its magnitude
+/// (s, ms, µs, ns), as float seconds (`1714568400.5533901`) or an integer.
+pub fn parse_epoch(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if let Ok(i) = s.parse::<i64>() {
+        return Some(scale_int(i));
+    }
+    let f: f64 = s.parse().ok()?;
+    if !f.is_finite() || f < 0.0 {
+        return None;
+    }
+    if f < 1e11 {
+        // Seconds with a fraction: split to keep nanosecond precision.
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        let secs: i64 = int.parse().ok()?;
+        let mut digits: String = frac.chars().take_while(|c| c.is_ascii_digit()).take(9).collect();
+        while digits.len() < 9 {
+            digits.push('0');
+        }
+        let nanos: i64 = digits.parse().ok()?;
+        return secs.checked_mul(NS)?.checked_add(nanos);
+    }
+    Some(scale_int(f as i64))
+}
+
+fn scale_int(i: i64) -> i64 {
+    let a = i.abs();
+    if a < 100_000_000_000 {
+        i.saturating_mul(NS)
+    } else if a < 100_000_000_000_000 {
+        i.saturating_mul(1_000_000)
+    } else if a < 100_000_000_000_000_000 {
+        i.saturating_mul(1_000)
+    } else {
+        i
+    }
+}
+
+/// Parses RFC 3339 / ISO 8601 timestamps: `2024-05-01T12:00:00.553412876Z`,
+/// `2024-07-17T12:19:35.209+0300`, `2024-05-01 12:00:00.1+00:00`, and a
+/// zoneless `2024-05-01T12:00:00` taken as UTC.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if s.len() < 19 || s.as_bytes()[4] != b'-' || s.as_bytes()[7] != b'-' {
+        return None;
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return t.timestamp_nanos_opt();
+    }
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z", "%Y-%m-%dT%H:%M:%S%.fZ"] {
+        if let Ok(t) = DateTime::parse_from_str(s, fmt) {
+            return t.timestamp_nanos_opt();
+        }
+    }
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, fmt) {
+            return Utc.from_utc_datetime(&t).timestamp_nanos_opt();
+        }
+    }
+    None
+}
+
+/// Parses a time value of a structured field: RFC 3339 or an epoch number.
+pub fn parse_any(s: &str) -> Option<i64> {
+    parse_rfc3339(s).or_else(|| parse_epoch(s))
+}
+
+/// Year of a nanosecond timestamp (UTC).
+pub fn year_of(ns: i64) -> i32 {
+    DateTime::from_timestamp_nanos(ns).year()
+}
+
+/// Builds a UTC time from parts; None if out of range.
+pub fn from_parts(year: i32, month: u32, day: u32, h: u32, m: u32, s: u32, nanos: u32) -> Option<i64> {
+    let d = NaiveDate::from_ymd_opt(year, month, day)?;
+    let t = d.and_hms_nano_opt(h, m, s, nanos)?;
+    Utc.from_utc_datetime(&t).timestamp_nanos_opt()
+}
+
+/// Formats nanoseconds as RFC 3339 UTC with millisecond precision.
+pub fn format_rfc3339(ns: i64) -> String {
+    DateTime::from_timestamp_nanos(ns).format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Parses `12:00:40.118204` into (h, m, s, nanos).
+pub fn parse_clock(s: &str) -> Option<(u32, u32, u32, u32)> {
+    let (hms, frac) = s.split_once('.').unwrap_or((s, ""));
+    let mut it = hms.split(':');
+    let h = it.next()?.parse().ok()?;
+    let m = it.next()?.parse().ok()?;
+    let sec = it.next()?.parse().ok()?;
+    if it.next().is_some() || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut digits: String = frac.chars().take(9).collect();
+    while digits.len() < 9 {
+        digits.push('0');
+    }
+    Some((h, m, sec, digits.parse().ok()?))
+}
+
+/// Month number from a three-letter English abbreviation.
+pub fn month_from_abbrev(s: &str) -> Option<u32> {
+    const M: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    M.iter().position(|m| *m == s).map(|i| i as u32 + 1)
+}
+
+/// Resolves a stamp without a year against a reference time: the year of the
+/// reference, moved back one year if that would put the stamp more than a
+/// day in the reference's future (December logs read in January).
+pub fn with_inferred_year(reference: i64, month: u32, day: u32, clock: (u32, u32, u32, u32)) -> Option<i64> {
+    let y = year_of(reference);
+    let t = from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3)?;
+    if t > reference + 86_400 * NS {
+        from_parts(y - 1, month, day, clock.0, clock.1, clock.2, clock.3)
+    } else {
+        Some(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_units() {
+        assert_eq!(parse_epoch("1714568400.5533901"), Some(1_714_568_400_553_390_100));
+        assert_eq!(parse_epoch("1714568400"), Some(1_714_568_400 * NS));
+        assert_eq!(parse_epoch("1714568400123"), Some(1_714_568_400_123_000_000));
+        assert_eq!(parse_epoch("1714568400123456"), Some(1_714_568_400_123_456_000));
+        assert_eq!(parse_epoch("1714568400123456789"), Some(1_714_568_400_123_456_789));
+        assert_eq!(parse_epoch("abc"), None);
+        assert_eq!(parse_epoch("-5"), None);
+    }
+
+    #[test]
+    fn rfc3339_variants() {
+        let z = parse_rfc3339("2024-05-01T12:00:00.553412876Z").unwrap();
+        assert_eq!(z, 1_714_564_800_553_412_876);
+        assert_eq!(parse_rfc3339("2024-05-01T15:00:00.553412876+0300"), Some(z));
+        assert_eq!(parse_rfc3339("2024-05-01T15:00:00.553412876+03:00"), Some(z));
+        assert_eq!(parse_rfc3339("2024-05-01 12:00:00.553412876"), Some(z));
+        assert_eq!(parse_rfc3339("2024-05-01T12:00:00Z"), Some(1_714_564_800 * NS));
+        assert_eq!(parse_rfc3339("not a time at all!!"), None);
+    }
+
+    #[test]
+    fn inferred_year_rolls_back_over_new_year() {
+        let jan2 = parse_rfc3339("2025-01-02T00:00:00Z").unwrap();
+        let t = with_inferred_year(jan2, 12, 31, (23, 59, 0, 0)).unwrap();
+        assert_eq!(format_rfc3339(t), "2024-12-31T23:59:00.000Z");
+    }
+}

@@ -1,0 +1,223 @@
+//! Container log wrappers, peeled off before the payload is read:
+//! `kubectl logs --prefix` (`[pod/NAME/CONTAINER] `), stern (`POD CONTAINER `),
+//! Docker json-file (`{"log":…,"stream":…,"time":…}`) and the CRI file format
+//! (`TIME STREAM P|F CONTENT`).
+//!
+//! The prefix names the stream (its pod and container): that is what lets a
+//! line without a node field still be attributed to its node.
+
+use super::time::parse_rfc3339;
+use std::borrow::Cow;
+
+/// A stream prefix found at the start of a line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prefix<'a> {
+    /// Pod name.
+    pub pod: &'a str,
+    /// Container name.
+    pub container: &'a str,
+    /// Namespace, when the prefix carries one.
+    pub namespace: Option<&'a str>,
+}
+
+/// Strips a `kubectl logs --prefix` prefix: `[pod/NAME/CONTAINER] rest`.
+pub fn kubectl_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
+    let rest = line.strip_prefix("[pod/")?;
+    let end = rest.find("] ")?;
+    let inner = &rest[..end];
+    let (pod, container) = inner.split_once('/')?;
+    if pod.is_empty() || container.is_empty() || container.contains('/') || inner.contains(' ') {
+        return None;
+    }
+    Some((Prefix { pod, container, namespace: None }, &rest[end + 2..]))
+}
+
+/// Removes ANSI colour sequences (`ESC [ … m`), which stern adds by default.
+pub fn strip_ansi(line: &str) -> Cow<'_, str> {
+    if !line.contains('\x1b') {
+        return Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Whether a name looks like a generated pod name: a Deployment/DaemonSet pod
+/// (`name-<hash>-<5 chars>` or `name-<5 chars>`) or a StatefulSet pod (`name-N`).
+pub fn looks_like_pod(s: &str) -> bool {
+    if !is_dns_label(s) {
+        return false;
+    }
+    let Some((base, suffix)) = s.rsplit_once('-') else {
+        return false;
+    };
+    if base.is_empty() {
+        return false;
+    }
+    let generated = suffix.len() == 5 && suffix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let ordinal = !suffix.is_empty() && suffix.len() <= 4 && suffix.bytes().all(|b| b.is_ascii_digit());
+    generated || ordinal
+}
+
+/// Strips a stern prefix: `POD CONTAINER rest`, or `NAMESPACE POD CONTAINER
+/// rest` with `--all-namespaces`. A prefix is only accepted when the pod token
+/// looks like a generated pod name, so ordinary text is not mistaken for one.
+pub fn stern_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
+    let mut it = line.splitn(4, ' ');
+    let a = it.next()?;
+    let b = it.next()?;
+    let c = it.next()?;
+    let rest3 = it.next();
+    if looks_like_pod(a) && is_dns_label(b) {
+        let rest = &line[a.len() + b.len() + 2..];
+        return Some((Prefix { pod: a, container: b, namespace: None }, rest));
+    }
+    if is_dns_label(a) && looks_like_pod(b) && is_dns_label(c) {
+        let rest = rest3.unwrap_or("");
+        return Some((Prefix { pod: b, container: c, namespace: Some(a) }, rest));
+    }
+    None
+}
+
+/// A line after its container-runtime wrapper was removed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unwrapped<'a> {
+    /// The application's line.
+    pub content: Cow<'a, str>,
+    /// The runtime's receive time (ns).
+    pub time: Option<i64>,
+    /// `stdout` or `stderr`.
+    pub stream: Option<&'a str>,
+    /// True when this is a partial chunk to be joined with what follows.
+    pub partial: bool,
+}
+
+/// Parses a CRI log line: `2024-05-01T12:00:00.553412876Z stderr F content`.
+pub fn cri(line: &str) -> Option<Unwrapped<'_>> {
+    let b = line.as_bytes();
+    if b.len() < 22 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let sp1 = line.find(' ')?;
+    let rest = &line[sp1 + 1..];
+    let (stream, rest) = rest.split_once(' ')?;
+    if stream != "stdout" && stream != "stderr" {
+        return None;
+    }
+    let (tag, content) = match rest.split_once(' ') {
+        Some((t, c)) => (t, c),
+        None => (rest, ""),
+    };
+    // Tags may carry more attributes after ':' (P:xyz); the first is P or F.
+    let first = tag.split(':').next().unwrap_or("");
+    let partial = match first {
+        "P" => true,
+        "F" => false,
+        _ => return None,
+    };
+    let time = parse_rfc3339(&line[..sp1]);
+    time?;
+    Some(Unwrapped { content: Cow::Borrowed(content), time, stream: Some(stream), partial })
+}
+
+#[derive(serde::Deserialize)]
+struct DockerLine<'a> {
+    log: Cow<'a, str>,
+    #[serde(borrow, default)]
+    stream: Option<Cow<'a, str>>,
+    #[serde(default)]
+    time: Option<Cow<'a, str>>,
+}
+
+/// Parses a Docker json-file line. The `log` value keeps its trailing newline
+/// when the line was complete; its absence marks a partial (16 KiB) chunk.
+pub fn docker(line: &str) -> Option<Unwrapped<'static>> {
+    if !line.starts_with("{\"log\":") {
+        return None;
+    }
+    let d: DockerLine<'_> = serde_json::from_str(line).ok()?;
+    let partial = !d.log.ends_with('\n');
+    let content = d.log.strip_suffix('\n').unwrap_or(&d.log);
+    let content = content.strip_suffix('\r').unwrap_or(content).to_string();
+    let stream = match d.stream.as_deref() {
+        Some("stdout") => Some("stdout"),
+        Some("stderr") => Some("stderr"),
+        _ => None,
+    };
+    Some(Unwrapped {
+        content: Cow::Owned(content),
+        time: d.time.as_deref().and_then(parse_rfc3339),
+        stream,
+        partial,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_prefix_is_split() {
+        let (p, rest) = kubectl_prefix("[pod/livekit-server-7c9d8f6b5-x2x7q/livekit-server] {\"a\":1}").unwrap();
+        assert_eq!(p.pod, "livekit-server-7c9d8f6b5-x2x7q");
+        assert_eq!(p.container, "livekit-server");
+        assert_eq!(rest, "{\"a\":1}");
+        assert!(kubectl_prefix("[pod/x] y").is_none());
+        assert!(kubectl_prefix("[INFO] pod/x/y started").is_none());
+    }
+
+    #[test]
+    fn stern_prefix_needs_a_pod_like_name() {
+        let (p, rest) = stern_prefix("egress-5f7d9c8b4-qx2lm egress {\"level\":\"info\"}").unwrap();
+        assert_eq!((p.pod, p.container, rest), ("egress-5f7d9c8b4-qx2lm", "egress", "{\"level\":\"info\"}"));
+        let (p, _) = stern_prefix("livekit livekit-server-0 livekit-server hello").unwrap();
+        assert_eq!((p.namespace, p.pod), (Some("livekit"), "livekit-server-0"));
+        assert!(stern_prefix("back-off restarting failed container").is_none());
+        assert!(stern_prefix("could not register node: READONLY").is_none());
+        assert!(stern_prefix("redis: 2024/05/01 12:00:03 pool.go:762: x").is_none());
+        assert_eq!(strip_ansi("\x1b[31mpod-abcde\x1b[0m c m"), "pod-abcde c m");
+    }
+
+    #[test]
+    fn cri_full_and_partial() {
+        let u = cri("2024-05-01T12:00:00.553412876Z stderr F {\"msg\":\"x\"}").unwrap();
+        assert_eq!((u.content.as_ref(), u.stream, u.partial), ("{\"msg\":\"x\"}", Some("stderr"), false));
+        assert_eq!(u.time, Some(1_714_564_800_553_412_876));
+        let p = cri("2024-05-01T12:00:01.000000001Z stdout P part one").unwrap();
+        assert!(p.partial);
+        assert!(cri("2024-05-01T12:00:01Z stdout X nope").is_none());
+        assert!(cri("2024-07-17T12:01:25.055Z\tINFO\tlivekit").is_none());
+        let e = cri("2024-05-01T12:00:01.000000001Z stdout F").unwrap();
+        assert_eq!(e.content, "");
+    }
+
+    #[test]
+    fn docker_unescapes_and_detects_partials() {
+        let u = docker(r#"{"log":"{\"msg\":\"a \u003cb\u003e\"}\n","stream":"stderr","time":"2024-05-01T12:00:00.553412876Z"}"#).unwrap();
+        assert_eq!(u.content, "{\"msg\":\"a <b>\"}");
+        assert!(!u.partial);
+        assert_eq!(u.stream, Some("stderr"));
+        let p = docker(r#"{"log":"chunk without newline","stream":"stdout","time":"2024-05-01T12:00:00Z"}"#).unwrap();
+        assert!(p.partial);
+    }
+}

@@ -1,0 +1,92 @@
+//! `absent`: a group that matched before has not matched for D.
+//!
+//! Only groups seen before can be absent: sigwatch cannot know about a node
+//! it never heard from. Active from `last match + D` until the group matches
+//! again. The support time is the evaluation time, since it is the passing of
+//! time, not an event, that keeps an absence true.
+
+use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+
+struct G {
+    last: i64,
+    count: u64,
+    samples: Vec<String>,
+    active: bool,
+}
+
+/// The absent detector.
+pub struct Absent {
+    for_: i64,
+    groups: Groups<G>,
+}
+
+impl Absent {
+    /// Absent after `for_` ns of silence.
+    pub fn new(for_: i64, max_groups: usize) -> Absent {
+        Absent { for_, groups: Groups::new(max_groups) }
+    }
+}
+
+impl Detector for Absent {
+    fn observe(&mut self, hit: &Hit<'_>) {
+        let g = self.groups.entry(hit.group, || G { last: hit.time, count: 0, samples: Vec::new(), active: false });
+        g.last = g.last.max(hit.time);
+        g.count += 1;
+        g.samples.clear();
+        push_sample(&mut g.samples, hit.sample);
+    }
+
+    fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
+        for key in self.groups.sorted_keys() {
+            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let active = now - g.last >= self.for_;
+            if active || g.active {
+                out.push(Status { key, active, support: if active { now } else { g.last } });
+            }
+            g.active = active;
+        }
+    }
+
+    fn evidence(&self, key: &str) -> Evidence {
+        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        Evidence {
+            count: g.count,
+            first_seen: Some(g.last),
+            last_seen: Some(g.last),
+            top_groups: vec![(key.to_string(), g.count)],
+            samples: g.samples.clone(),
+            ..Evidence::default()
+        }
+    }
+
+    fn reset(&mut self, key: &str) {
+        self.groups.remove(key);
+    }
+
+    fn evicted(&self) -> u64 {
+        self.groups.evicted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::Step;
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn only_known_groups_go_absent_and_come_back() {
+        let mut d = Absent::new(60 * S, 10);
+        let mut v = Vec::new();
+        d.evaluate(1000 * S, &mut v);
+        assert!(v.is_empty(), "nothing seen, nothing absent");
+        d.observe(&Hit { group: "hb", partition: "cluster", time: 0, step: Step::Primary, sample: "beat" });
+        d.evaluate(59 * S, &mut v);
+        assert!(v.is_empty());
+        d.evaluate(60 * S, &mut v);
+        assert_eq!(v.pop().map(|s| (s.key, s.active)), Some(("hb".into(), true)));
+        d.observe(&Hit { group: "hb", partition: "cluster", time: 70 * S, step: Step::Primary, sample: "beat" });
+        d.evaluate(71 * S, &mut v);
+        assert_eq!(v.pop().map(|s| s.active), Some(false));
+    }
+}

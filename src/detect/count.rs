@@ -1,0 +1,132 @@
+//! `count`: at least N matches for a group within a sliding window W.
+//!
+//! Active while the window holds ≥ N matches. The episode (its count, first
+//! match and samples) lasts until the group's window empties.
+
+use super::window::Window;
+use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+
+struct G {
+    win: Window,
+    episode: u64,
+    first: i64,
+    last: i64,
+    samples: Vec<String>,
+    active: bool,
+}
+
+/// The count detector.
+pub struct Count {
+    threshold: u64,
+    window: i64,
+    groups: Groups<G>,
+}
+
+impl Count {
+    /// ≥ `threshold` matches within `window` ns; at most `max_groups` groups.
+    pub fn new(threshold: u64, window: i64, max_groups: usize) -> Count {
+        Count { threshold, window, groups: Groups::new(max_groups) }
+    }
+}
+
+impl Detector for Count {
+    fn observe(&mut self, hit: &Hit<'_>) {
+        let w = self.window;
+        let g = self.groups.entry(hit.group, || G {
+            win: Window::new(w),
+            episode: 0,
+            first: hit.time,
+            last: hit.time,
+            samples: Vec::new(),
+            active: false,
+        });
+        g.win.add(hit.time);
+        g.episode += 1;
+        g.first = g.first.min(hit.time);
+        g.last = g.last.max(hit.time);
+        push_sample(&mut g.samples, hit.sample);
+    }
+
+    fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
+        let mut dead = Vec::new();
+        for key in self.groups.sorted_keys() {
+            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let n = g.win.count(now);
+            let active = n >= self.threshold;
+            if active || g.active {
+                out.push(Status { key: key.clone(), active, support: g.last });
+            }
+            g.active = active;
+            if n == 0 {
+                dead.push(key);
+            }
+        }
+        for k in dead {
+            self.groups.remove(&k);
+        }
+    }
+
+    fn evidence(&self, key: &str) -> Evidence {
+        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        Evidence {
+            count: g.episode,
+            first_seen: Some(g.first),
+            last_seen: Some(g.last),
+            top_groups: vec![(key.to_string(), g.episode)],
+            samples: g.samples.clone(),
+            ..Evidence::default()
+        }
+    }
+
+    fn reset(&mut self, key: &str) {
+        self.groups.remove(key);
+    }
+
+    fn evicted(&self) -> u64 {
+        self.groups.evicted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::Step;
+    const S: i64 = 1_000_000_000;
+
+    fn hit(c: &mut Count, g: &str, t: i64) {
+        c.observe(&Hit { group: g, partition: "cluster", time: t * S, step: Step::Primary, sample: "line" });
+    }
+    fn eval(c: &mut Count, now: i64) -> Vec<Status> {
+        let mut v = Vec::new();
+        c.evaluate(now * S, &mut v);
+        v
+    }
+
+    #[test]
+    fn threshold_within_window_per_group() {
+        let mut c = Count::new(3, 60 * S, 100);
+        hit(&mut c, "a", 0);
+        hit(&mut c, "a", 30);
+        hit(&mut c, "b", 31);
+        assert!(eval(&mut c, 31).is_empty());
+        hit(&mut c, "a", 59);
+        let v = eval(&mut c, 59);
+        assert_eq!(v, vec![Status { key: "a".into(), active: true, support: 59 * S }]);
+        assert_eq!(c.evidence("a").count, 3);
+        // At 60 s the first match leaves the window: 2 < 3.
+        let v = eval(&mut c, 60);
+        assert_eq!(v, vec![Status { key: "a".into(), active: false, support: 59 * S }]);
+        assert!(eval(&mut c, 61).is_empty(), "inactive keys are reported once");
+    }
+
+    #[test]
+    fn eviction_is_bounded_and_counted() {
+        let mut c = Count::new(1, 60 * S, 2);
+        for (i, g) in ["a", "b", "c", "d"].iter().enumerate() {
+            hit(&mut c, g, i as i64);
+        }
+        assert_eq!(c.evicted(), 2);
+        let keys: Vec<String> = eval(&mut c, 5).into_iter().map(|s| s.key).collect();
+        assert_eq!(keys, vec!["c", "d"]);
+    }
+}

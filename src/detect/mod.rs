@@ -1,0 +1,244 @@
+//! Detectors: per-rule state machines over matches in event time.
+//!
+//! Every detector sits behind [`Detector`]: it observes hits, optionally
+//! observes the population (every event's group key, for `spread` and
+//! `share`), and on evaluation reports, per alert key, whether its condition
+//! holds. Lifecycle (pending, firing, resolved) is the alert stage's job, so
+//! the six kinds stay small and testable on their own.
+//!
+//! State is bounded: every map of groups is an LRU of at most `max_groups`
+//! entries, and every eviction is counted.
+
+pub mod absent;
+pub mod count;
+pub mod persist;
+pub mod sequence;
+pub mod share;
+pub mod spread;
+pub mod window;
+
+use crate::rules::{Detect, Rule};
+use lru::LruCache;
+use std::num::NonZeroUsize;
+
+/// Longest sample line kept as evidence, in bytes.
+pub const SAMPLE_BYTES: usize = 512;
+/// Samples kept per alert.
+pub const MAX_SAMPLES: usize = 3;
+/// The key used for cluster-wide alerts that have no partition.
+pub const CLUSTER: &str = "cluster";
+
+/// Which step of a rule a hit belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The rule's `match`.
+    Primary,
+    /// A `sequence`'s `then`.
+    Then,
+}
+
+/// A confirmed match routed to a detector.
+#[derive(Debug, Clone)]
+pub struct Hit<'a> {
+    /// The group (node, pod, upstream…).
+    pub group: &'a str,
+    /// The partition for spread/share (`cluster` when none).
+    pub partition: &'a str,
+    /// Event time (ns).
+    pub time: i64,
+    /// Step.
+    pub step: Step,
+    /// The line, for evidence.
+    pub sample: &'a str,
+}
+
+/// The condition of one alert key at an evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    /// Alert key: the group, or the partition for cluster-wide detectors.
+    pub key: String,
+    /// Whether the condition holds.
+    pub active: bool,
+    /// Event time of the latest event supporting the condition.
+    pub support: i64,
+}
+
+/// Evidence for a notification.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evidence {
+    /// Matches in this episode.
+    pub count: u64,
+    /// First match of the episode.
+    pub first_seen: Option<i64>,
+    /// Latest match.
+    pub last_seen: Option<i64>,
+    /// Groups with their match counts, largest first.
+    pub top_groups: Vec<(String, u64)>,
+    /// Top group's share of the matches (share detector).
+    pub share: Option<f64>,
+    /// Groups matching (spread).
+    pub groups: Option<usize>,
+    /// Groups alive (spread, share).
+    pub population: Option<usize>,
+    /// Matches in the window across groups (share, spread).
+    pub total: Option<u64>,
+    /// Up to [`MAX_SAMPLES`] sample lines.
+    pub samples: Vec<String>,
+}
+
+/// A detector kind.
+pub trait Detector: Send {
+    /// Records a confirmed match.
+    fn observe(&mut self, hit: &Hit<'_>);
+    /// Records that `group` logged something (any line) at `time`.
+    fn seen(&mut self, _group: &str, _partition: &str, _time: i64) {}
+    /// Whether [`Detector::seen`] should be called for every event.
+    fn needs_population(&self) -> bool {
+        false
+    }
+    /// Reports the condition of every key that is active or just changed.
+    fn evaluate(&mut self, now: i64, out: &mut Vec<Status>);
+    /// Evidence for a key.
+    fn evidence(&self, key: &str) -> Evidence;
+    /// Forgets a key's state (after `resolve_on`).
+    fn reset(&mut self, key: &str);
+    /// Groups evicted because of `max_groups`.
+    fn evicted(&self) -> u64;
+}
+
+/// Builds the detector of a rule.
+pub fn build(rule: &Rule) -> Box<dyn Detector> {
+    let max = rule.max_groups;
+    match &rule.detect {
+        Detect::Count(c) => Box::new(count::Count::new(c.threshold, c.window.ns(), max)),
+        Detect::Persist(p) => Box::new(persist::Persist::new(p.for_.ns(), p.max_gap.ns(), max)),
+        Detect::Spread(s) => Box::new(spread::Spread::new(s, max)),
+        Detect::Share(s) => Box::new(share::Share::new(s, max)),
+        Detect::Absent(a) => Box::new(absent::Absent::new(a.for_.ns(), max)),
+        Detect::Sequence { within, .. } => Box::new(sequence::Sequence::new(within.ns(), max)),
+    }
+}
+
+/// An LRU map of groups that counts evictions.
+pub struct Groups<T> {
+    map: LruCache<String, T>,
+    evicted: u64,
+}
+
+impl<T> Groups<T> {
+    /// A map of at most `cap` groups.
+    pub fn new(cap: usize) -> Groups<T> {
+        Groups { map: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)), evicted: 0 }
+    }
+    /// The entry of `key`, created with `make` (evicting the least recently
+    /// used group when full).
+    pub fn entry(&mut self, key: &str, make: impl FnOnce() -> T) -> &mut T {
+        if !self.map.contains(key) {
+            if self.map.len() == self.map.cap().get() {
+                self.evicted += 1;
+                tracing::debug!(group = key, "group evicted: max_groups reached");
+            }
+            self.map.put(key.to_string(), make());
+        }
+        // Present: just inserted or already there.
+        match self.map.get_mut(key) {
+            Some(v) => v,
+            None => unreachable!("entry was inserted above"),
+        }
+    }
+    /// Read-only access.
+    pub fn peek(&self, key: &str) -> Option<&T> {
+        self.map.peek(key)
+    }
+    /// Mutable access without touching recency.
+    pub fn peek_mut(&mut self, key: &str) -> Option<&mut T> {
+        self.map.peek_mut(key)
+    }
+    /// Removes a group.
+    pub fn remove(&mut self, key: &str) -> Option<T> {
+        self.map.pop(key)
+    }
+    /// Keys in sorted order (deterministic evaluation).
+    pub fn sorted_keys(&self) -> Vec<String> {
+        let mut k: Vec<String> = self.map.iter().map(|(k, _)| k.clone()).collect();
+        k.sort();
+        k
+    }
+    /// Iterates entries in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {
+        self.map.iter()
+    }
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    /// Evictions so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+}
+
+/// Adds a sample line, truncated, if fewer than [`MAX_SAMPLES`] are kept.
+pub fn push_sample(samples: &mut Vec<String>, line: &str) {
+    if samples.len() >= MAX_SAMPLES {
+        return;
+    }
+    samples.push(truncate(line, SAMPLE_BYTES));
+}
+
+/// Truncates at a char boundary, marking the cut with `…`.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+/// Sorts (group, count) by count descending, then name, and keeps `n`.
+pub fn top_n(mut v: Vec<(String, u64)>, n: usize) -> Vec<(String, u64)> {
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+/// The groups that logged anything recently, per partition: the denominator
+/// of `spread` and the "≥ 2 groups alive" guard of `share`. It is fed from
+/// every event, not only matches, because in a true black hole the healthy
+/// nodes log no failures at all.
+pub struct Population {
+    seen: Groups<i64>,
+    window: i64,
+}
+
+impl Population {
+    /// Groups seen within `window` ns count as alive.
+    pub fn new(window: i64, max_groups: usize) -> Population {
+        Population { seen: Groups::new(max_groups), window }
+    }
+    /// Records that `group` logged at `time`.
+    pub fn seen(&mut self, group: &str, time: i64) {
+        let t = self.seen.entry(group, || time);
+        *t = (*t).max(time);
+    }
+    /// Groups alive at `now`, dropping those long gone.
+    pub fn alive(&mut self, now: i64) -> usize {
+        let cutoff = now - self.window;
+        let dead: Vec<String> = self.seen.iter().filter(|(_, t)| **t < cutoff).map(|(k, _)| k.clone()).collect();
+        for k in dead {
+            self.seen.remove(&k);
+        }
+        self.seen.len()
+    }
+    /// Evictions.
+    pub fn evicted(&self) -> u64 {
+        self.seen.evicted()
+    }
+}

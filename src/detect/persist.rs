@@ -1,0 +1,127 @@
+//! `persist`: a group keeps matching for at least D with no gap longer than G.
+//!
+//! A run starts at a group's first match and is broken by a silence longer
+//! than `max_gap`. Active while the run has lasted ≥ D (first to latest
+//! match) and is not broken at the watermark. This is the "stuck draining"
+//! detector: `waiting for participants to exit` every 5 s for 10 minutes.
+
+use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+
+struct G {
+    start: i64,
+    last: i64,
+    count: u64,
+    samples: Vec<String>,
+    active: bool,
+}
+
+/// The persist detector.
+pub struct Persist {
+    for_: i64,
+    max_gap: i64,
+    groups: Groups<G>,
+}
+
+impl Persist {
+    /// Runs of ≥ `for_` ns with gaps ≤ `max_gap` ns.
+    pub fn new(for_: i64, max_gap: i64, max_groups: usize) -> Persist {
+        Persist { for_, max_gap, groups: Groups::new(max_groups) }
+    }
+}
+
+impl Detector for Persist {
+    fn observe(&mut self, hit: &Hit<'_>) {
+        let gap = self.max_gap;
+        let t = hit.time;
+        let g = self.groups.entry(hit.group, || G { start: t, last: t, count: 0, samples: Vec::new(), active: false });
+        if t - g.last > gap {
+            // The previous run is over; this match starts a new one.
+            *g = G { start: t, last: t, count: 0, samples: Vec::new(), active: g.active };
+        }
+        g.start = g.start.min(t);
+        g.last = g.last.max(t);
+        g.count += 1;
+        push_sample(&mut g.samples, hit.sample);
+    }
+
+    fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
+        let mut dead = Vec::new();
+        for key in self.groups.sorted_keys() {
+            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let broken = now - g.last > self.max_gap;
+            let active = !broken && g.last - g.start >= self.for_;
+            if active || g.active {
+                out.push(Status { key: key.clone(), active, support: g.last });
+            }
+            g.active = active;
+            if broken {
+                dead.push(key);
+            }
+        }
+        for k in dead {
+            self.groups.remove(&k);
+        }
+    }
+
+    fn evidence(&self, key: &str) -> Evidence {
+        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        Evidence {
+            count: g.count,
+            first_seen: Some(g.start),
+            last_seen: Some(g.last),
+            top_groups: vec![(key.to_string(), g.count)],
+            samples: g.samples.clone(),
+            ..Evidence::default()
+        }
+    }
+
+    fn reset(&mut self, key: &str) {
+        self.groups.remove(key);
+    }
+
+    fn evicted(&self) -> u64 {
+        self.groups.evicted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::Step;
+    const S: i64 = 1_000_000_000;
+
+    fn run(p: &mut Persist, g: &str, from: i64, to: i64, every: i64) {
+        let mut t = from;
+        while t <= to {
+            p.observe(&Hit { group: g, partition: "cluster", time: t * S, step: Step::Primary, sample: "w" });
+            t += every;
+        }
+    }
+    fn active(p: &mut Persist, now: i64) -> Vec<(String, bool)> {
+        let mut v = Vec::new();
+        p.evaluate(now * S, &mut v);
+        v.into_iter().map(|s| (s.key, s.active)).collect()
+    }
+
+    #[test]
+    fn fires_after_duration_without_gaps() {
+        let mut p = Persist::new(600 * S, 60 * S, 10);
+        run(&mut p, "n1", 0, 595, 5);
+        assert!(active(&mut p, 595).is_empty());
+        run(&mut p, "n1", 600, 600, 5);
+        assert_eq!(active(&mut p, 600), vec![("n1".into(), true)]);
+        assert_eq!(p.evidence("n1").count, 121);
+        // Silence longer than max_gap breaks the run.
+        assert_eq!(active(&mut p, 661), vec![("n1".into(), false)]);
+    }
+
+    #[test]
+    fn a_gap_restarts_the_run() {
+        let mut p = Persist::new(600 * S, 60 * S, 10);
+        run(&mut p, "n1", 0, 300, 5);
+        run(&mut p, "n1", 400, 900, 5);
+        assert!(active(&mut p, 900).is_empty(), "run since 400 s is only 500 s long");
+        run(&mut p, "n1", 905, 1000, 5);
+        assert_eq!(active(&mut p, 1000), vec![("n1".into(), true)]);
+    }
+}

@@ -1,0 +1,133 @@
+//! `sequence`: step A then step B on the same group within W —
+//! e.g. `exit requested, shutting down` then `failed to mark as draining`.
+//!
+//! A B without a preceding A (within W) is ignored; each A is consumed by
+//! the first B that completes it. Active while a completion happened within
+//! the last W.
+
+use super::{push_sample, Detector, Evidence, Groups, Hit, Status, Step};
+
+struct G {
+    last_a: Option<(i64, String)>,
+    completions: u64,
+    first: Option<i64>,
+    last_done: Option<i64>,
+    samples: Vec<String>,
+    active: bool,
+}
+
+/// The sequence detector.
+pub struct Sequence {
+    within: i64,
+    groups: Groups<G>,
+}
+
+impl Sequence {
+    /// B must follow A within `within` ns.
+    pub fn new(within: i64, max_groups: usize) -> Sequence {
+        Sequence { within, groups: Groups::new(max_groups) }
+    }
+}
+
+impl Detector for Sequence {
+    fn observe(&mut self, hit: &Hit<'_>) {
+        let within = self.within;
+        let g = self.groups.entry(hit.group, || G {
+            last_a: None,
+            completions: 0,
+            first: None,
+            last_done: None,
+            samples: Vec::new(),
+            active: false,
+        });
+        match hit.step {
+            Step::Primary => g.last_a = Some((hit.time, super::truncate(hit.sample, super::SAMPLE_BYTES))),
+            Step::Then => {
+                let Some((a, sample_a)) = g.last_a.take() else { return };
+                if hit.time < a || hit.time - a > within {
+                    if hit.time < a {
+                        g.last_a = Some((a, sample_a));
+                    }
+                    return;
+                }
+                g.completions += 1;
+                g.first.get_or_insert(a);
+                g.last_done = Some(g.last_done.map_or(hit.time, |d| d.max(hit.time)));
+                if g.samples.len() + 2 <= super::MAX_SAMPLES + 1 {
+                    g.samples.push(sample_a);
+                    push_sample(&mut g.samples, hit.sample);
+                }
+                g.samples.truncate(super::MAX_SAMPLES);
+            }
+        }
+    }
+
+    fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
+        let mut dead = Vec::new();
+        for key in self.groups.sorted_keys() {
+            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let active = g.last_done.is_some_and(|d| now - d < self.within);
+            if active || g.active {
+                out.push(Status { key: key.clone(), active, support: g.last_done.unwrap_or(now) });
+            }
+            g.active = active;
+            let stale_a = g.last_a.as_ref().is_none_or(|(a, _)| now - a > self.within);
+            if !active && stale_a {
+                dead.push(key);
+            }
+        }
+        for k in dead {
+            self.groups.remove(&k);
+        }
+    }
+
+    fn evidence(&self, key: &str) -> Evidence {
+        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        Evidence {
+            count: g.completions,
+            first_seen: g.first,
+            last_seen: g.last_done,
+            top_groups: vec![(key.to_string(), g.completions)],
+            samples: g.samples.clone(),
+            ..Evidence::default()
+        }
+    }
+
+    fn reset(&mut self, key: &str) {
+        self.groups.remove(key);
+    }
+
+    fn evicted(&self) -> u64 {
+        self.groups.evicted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const S: i64 = 1_000_000_000;
+
+    fn h(d: &mut Sequence, step: Step, t: i64) {
+        d.observe(&Hit { group: "n", partition: "cluster", time: t * S, step, sample: "x" });
+    }
+    fn act(d: &mut Sequence, now: i64) -> Vec<bool> {
+        let mut v = Vec::new();
+        d.evaluate(now * S, &mut v);
+        v.into_iter().map(|s| s.active).collect()
+    }
+
+    #[test]
+    fn b_needs_a_recent_a() {
+        let mut d = Sequence::new(10 * S, 10);
+        h(&mut d, Step::Then, 1);
+        assert!(act(&mut d, 1).is_empty(), "B alone is nothing");
+        h(&mut d, Step::Primary, 2);
+        h(&mut d, Step::Then, 13);
+        assert!(act(&mut d, 13).is_empty(), "11 s is too late");
+        h(&mut d, Step::Primary, 20);
+        h(&mut d, Step::Then, 25);
+        assert_eq!(act(&mut d, 25), vec![true]);
+        assert_eq!(d.evidence("n").count, 1);
+        assert_eq!(act(&mut d, 36), vec![false]);
+    }
+}

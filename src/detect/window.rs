@@ -1,0 +1,96 @@
+//! A sliding event counter with bounded memory.
+//!
+//! Counts are kept in at most [`BUCKETS`] time buckets per window, so a group
+//! that logs a million matches costs the same few hundred bytes as one that
+//! logs two. The price is resolution: the window edge is exact to
+//! `window / BUCKETS` (1 s for a 60 s window).
+
+use std::collections::VecDeque;
+
+/// Buckets per window.
+pub const BUCKETS: i64 = 60;
+
+/// Bucketed sliding count over event time.
+#[derive(Debug, Clone)]
+pub struct Window {
+    width: i64,
+    span: i64,
+    buckets: VecDeque<(i64, u64)>,
+    total: u64,
+}
+
+impl Window {
+    /// A window of `span` nanoseconds.
+    pub fn new(span: i64) -> Window {
+        let span = span.max(1);
+        Window { width: (span / BUCKETS).max(1), span, buckets: VecDeque::new(), total: 0 }
+    }
+
+    /// Adds one event at time `t`.
+    pub fn add(&mut self, t: i64) {
+        let b = t.div_euclid(self.width);
+        match self.buckets.iter_mut().rev().find(|(k, _)| *k == b) {
+            Some(slot) => slot.1 += 1,
+            None => {
+                // Keep buckets ordered; late events go in their place.
+                let pos = self.buckets.iter().rposition(|(k, _)| *k < b).map_or(0, |p| p + 1);
+                self.buckets.insert(pos, (b, 1));
+            }
+        }
+        self.total += 1;
+    }
+
+    /// Drops events at or before `now - span`, then returns the count.
+    pub fn count(&mut self, now: i64) -> u64 {
+        let cutoff = (now - self.span).div_euclid(self.width);
+        while let Some(&(k, c)) = self.buckets.front() {
+            if k > cutoff {
+                break;
+            }
+            self.total -= c;
+            self.buckets.pop_front();
+        }
+        self.total
+    }
+
+    /// Count without expiring.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// True when no events remain.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn counts_inside_the_window_only() {
+        let mut w = Window::new(60 * S);
+        for t in [0, 10, 20, 59] {
+            w.add(t * S);
+        }
+        assert_eq!(w.count(59 * S), 4);
+        assert_eq!(w.count(60 * S), 3, "the event at 0 is exactly one window old");
+        assert_eq!(w.count(80 * S), 1);
+        assert_eq!(w.count(200 * S), 0);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn late_events_land_in_order_and_memory_is_bounded() {
+        let mut w = Window::new(60 * S);
+        w.add(30 * S);
+        w.add(10 * S);
+        assert_eq!(w.count(75 * S), 1);
+        for i in 0..100_000 {
+            w.add(100 * S + i % (60 * S));
+        }
+        assert!(w.buckets.len() <= BUCKETS as usize + 1);
+    }
+}

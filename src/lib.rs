@@ -1,0 +1,352 @@
+//! sigwatch recognises the log signatures of known incidents, aggregates them
+//! per node and across the cluster, and pages on-call.
+//!
+//! The pipeline follows the data: [`source`] → [`decode`] → [`matcher`] →
+//! [`detect`] → [`alert`] → [`notify`]. [`Engine`] wires the middle stages
+//! into one synchronous, deterministic state machine: it is fed lines (and,
+//! when live, clock ticks) and returns notifications. The binary adds the
+//! sources and the delivery around it.
+
+#![deny(missing_docs)]
+
+pub mod alert;
+pub mod decode;
+pub mod detect;
+pub mod matcher;
+pub mod notify;
+pub mod rules;
+pub mod source;
+
+use alert::{Alerts, Notification};
+use decode::{resolve_key, Decoder, Prepared, Source};
+use detect::{Detector, Hit, Status, Step, CLUSTER};
+use matcher::{Matcher, MatcherError, Scratch};
+use rules::{Detect, RuleSet};
+use serde::Serialize;
+
+/// Default allowed lateness of events behind the newest one (5 s).
+pub const DEFAULT_LATENESS_NS: i64 = 5_000_000_000;
+
+/// Engine options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Live mode: arrival time may stand in for a missing event time.
+    pub live: bool,
+    /// How far behind the newest event time an event may arrive and still
+    /// be placed in its window exactly.
+    pub lateness_ns: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { live: false, lateness_ns: DEFAULT_LATENESS_NS }
+    }
+}
+
+/// Pipeline counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Decode counters.
+    pub decode: decode::DecodeStats,
+    /// Lines that the automaton flagged.
+    pub candidates: u64,
+    /// Confirmed matches routed to detectors.
+    pub hits: u64,
+    /// Events older than the watermark (counted at the watermark).
+    pub late: u64,
+    /// Hits without a value for the rule's group key.
+    pub ungrouped: u64,
+    /// Groups evicted by `max_groups`, over all rules.
+    pub evicted_groups: u64,
+    /// Alert counters.
+    pub alerts: alert::AlertStats,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    Primary,
+    Then,
+    ResolveOn,
+}
+
+/// The detection engine: decode, match, detect, alert.
+pub struct Engine {
+    rules: RuleSet,
+    matcher: Matcher,
+    decoder: Decoder,
+    scratch: Scratch,
+    detectors: Vec<Box<dyn Detector>>,
+    alerts: Alerts,
+    cond_users: Vec<Vec<(usize, Role)>>,
+    population_rules: Vec<usize>,
+    partition_keys: Vec<Option<String>>,
+    opts: Options,
+    max_time: Option<i64>,
+    watermark: i64,
+    last_tick: i64,
+    statuses: Vec<Status>,
+    stats: Stats,
+}
+
+/// The tick granularity of evaluation in event time (1 s).
+const TICK_NS: i64 = 1_000_000_000;
+
+impl Engine {
+    /// Builds an engine for a compiled rule set.
+    pub fn new(rules: RuleSet, opts: Options) -> Result<Engine, MatcherError> {
+        let matcher = Matcher::new(&rules)?;
+        let decoder = Decoder::new(&rules.keys, opts.live);
+        let mut cond_users = vec![Vec::new(); rules.conditions.len()];
+        let mut population_rules = Vec::new();
+        let mut partition_keys = Vec::new();
+        let mut detectors = Vec::new();
+        for (ri, r) in rules.rules.iter().enumerate() {
+            cond_users[r.cond].push((ri, Role::Primary));
+            if let Detect::Sequence { then, .. } = r.detect {
+                cond_users[then].push((ri, Role::Then));
+            }
+            if let Some(c) = r.resolve_on {
+                cond_users[c].push((ri, Role::ResolveOn));
+            }
+            let d = detect::build(r);
+            if d.needs_population() {
+                population_rules.push(ri);
+            }
+            detectors.push(d);
+            partition_keys.push(match &r.detect {
+                Detect::Spread(s) => s.partition_by.clone(),
+                Detect::Share(s) => s.partition_by.clone(),
+                _ => None,
+            });
+        }
+        Ok(Engine {
+            rules,
+            matcher,
+            decoder,
+            scratch: Scratch::default(),
+            detectors,
+            alerts: Alerts::new(),
+            cond_users,
+            population_rules,
+            partition_keys,
+            opts,
+            max_time: None,
+            watermark: i64::MIN,
+            last_tick: i64::MIN,
+            statuses: Vec::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// The rules in use.
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    /// The matcher in use.
+    pub fn matcher(&self) -> &Matcher {
+        &self.matcher
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        s.decode = self.decoder.stats().clone();
+        s.alerts = self.alerts.stats().clone();
+        s.evicted_groups = self.detectors.iter().map(|d| d.evicted()).sum();
+        s
+    }
+
+    /// Number of alerts firing now.
+    pub fn firing(&self) -> usize {
+        self.alerts.firing()
+    }
+
+    /// The current watermark (ns), if any event was seen.
+    pub fn watermark(&self) -> Option<i64> {
+        self.max_time.map(|_| self.watermark)
+    }
+
+    /// Feeds one raw line. `arrival` is the wall clock in live mode.
+    pub fn push_line(&mut self, source: &Source, line: &str, arrival: Option<i64>, out: &mut Vec<Notification>) {
+        if let Some(p) = self.decoder.prepare(source, line, arrival) {
+            self.ingest(&p, out);
+        }
+    }
+
+    fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
+        let mut t = p.time;
+        let max = self.max_time.map_or(t, |m| m.max(t));
+        self.max_time = Some(max);
+        self.watermark = self.watermark.max(max - self.opts.lateness_ns);
+        if t < self.watermark {
+            self.stats.late += 1;
+            t = self.watermark;
+        }
+        // Population: every event's group key, for spread and share.
+        for i in 0..self.population_rules.len() {
+            let ri = self.population_rules[i];
+            let rule = &self.rules.rules[ri];
+            let keys = &self.rules.keys;
+            let dec = &self.decoder;
+            let get = |k: &str| dec.quick_lookup(p, k);
+            let group = rule.group_by.iter().find_map(|k| resolve_key(keys, k, &get));
+            if let Some(g) = group {
+                let part = match &self.partition_keys[ri] {
+                    Some(k) => resolve_key(keys, k, &get),
+                    None => Some(CLUSTER.to_string()),
+                };
+                if let Some(part) = part {
+                    self.detectors[ri].seen(&g, &part, t);
+                }
+            }
+        }
+        if self.matcher.scan(&p.text, &mut self.scratch) {
+            self.stats.candidates += 1;
+            let mut event = self.decoder.event(p);
+            event.time = t;
+            let candidates = std::mem::take(&mut self.scratch.candidates);
+            for &cid in &candidates {
+                if !Matcher::confirm(&self.rules.conditions[cid], &mut event) {
+                    continue;
+                }
+                for ui in 0..self.cond_users[cid].len() {
+                    let (ri, role) = self.cond_users[cid][ui];
+                    self.route(ri, role, &event, out);
+                }
+            }
+            self.scratch.candidates = candidates;
+        } else {
+            let text = p.text.trim();
+            if text.starts_with('{') && !text.ends_with('}') {
+                self.decoder.count_malformed();
+            }
+        }
+        if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
+            self.tick(self.watermark, out);
+        }
+    }
+
+    fn route(&mut self, ri: usize, role: Role, event: &decode::Event, out: &mut Vec<Notification>) {
+        let rule = &self.rules.rules[ri];
+        let keys = &self.rules.keys;
+        let get = |k: &str| event.get(k);
+        let group = if rule.group_by.is_empty() {
+            Some(CLUSTER.to_string())
+        } else {
+            rule.group_by.iter().find_map(|k| resolve_key(keys, k, &get))
+        };
+        let is_population = matches!(rule.detect, Detect::Spread(_) | Detect::Share(_));
+        let group = match group {
+            Some(g) => g,
+            None => {
+                self.stats.ungrouped += 1;
+                if is_population {
+                    return;
+                }
+                "unknown".to_string()
+            }
+        };
+        let partition = match &self.partition_keys[ri] {
+            Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| "unknown".to_string()),
+            None => CLUSTER.to_string(),
+        };
+        match role {
+            Role::ResolveOn => {
+                let key = if is_population { partition } else { group };
+                self.detectors[ri].reset(&key);
+                let rule = &self.rules.rules[ri];
+                self.alerts.resolve(ri, rule, &key, event.time, out);
+            }
+            Role::Primary | Role::Then => {
+                self.stats.hits += 1;
+                let step = if role == Role::Then { Step::Then } else { Step::Primary };
+                let hit = Hit { group: &group, partition: &partition, time: event.time, step, sample: &event.text };
+                self.detectors[ri].observe(&hit);
+                self.evaluate(ri, self.watermark.max(event.time.min(self.max_time.unwrap_or(event.time))), out);
+            }
+        }
+    }
+
+    fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
+        self.statuses.clear();
+        self.detectors[ri].evaluate(now, &mut self.statuses);
+        let rule = &self.rules.rules[ri];
+        self.alerts.apply(ri, rule, &self.statuses, self.detectors[ri].as_ref(), now, out);
+    }
+
+    /// Evaluates every rule at `now` (event time).
+    fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
+        self.last_tick = now;
+        for ri in 0..self.rules.rules.len() {
+            self.evaluate(ri, now, out);
+        }
+    }
+
+    /// Live mode: advances event time while input is idle, so windows slide,
+    /// alerts resolve and absences fire. `now` is the event time the clock
+    /// implies (e.g. newest event time + wall time since it arrived).
+    pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
+        if self.max_time.is_none() {
+            return;
+        }
+        let wm = now - self.opts.lateness_ns;
+        if wm > self.watermark {
+            self.watermark = wm;
+            self.tick(wm, out);
+        }
+    }
+
+    /// End of input: flushes partial lines and evaluates at the newest event
+    /// time (the lateness allowance is no longer needed).
+    pub fn finish(&mut self, out: &mut Vec<Notification>) {
+        for (_, text) in self.decoder.drain_partials() {
+            let src = Source::named("partial");
+            self.push_line(&src, &text, None, out);
+        }
+        if let Some(m) = self.max_time {
+            self.watermark = self.watermark.max(m);
+            self.tick(self.watermark, out);
+        }
+    }
+}
+
+/// The result of checking one rule's inline examples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleFailure {
+    /// Rule id.
+    pub rule: String,
+    /// Where the rule is defined.
+    pub origin: rules::Origin,
+    /// Whether the line was expected to match.
+    pub expected_match: bool,
+    /// The example line.
+    pub line: String,
+}
+
+/// Runs every rule's inline examples through the real decoder and matcher.
+pub fn check_examples(set: &RuleSet) -> Result<Vec<ExampleFailure>, MatcherError> {
+    let matcher = Matcher::new(set)?;
+    let mut failures = Vec::new();
+    let mut scratch = Scratch::default();
+    for rule in &set.rules {
+        let (yes, no) = &rule.examples;
+        for (lines, expected) in [(yes, true), (no, false)] {
+            for line in lines {
+                let mut dec = Decoder::new(&set.keys, false);
+                let matched = match dec.prepare(&Source::named("example"), line, None) {
+                    Some(p) => {
+                        matcher.scan(&p.text, &mut scratch)
+                            && scratch.candidates.contains(&rule.cond)
+                            && Matcher::confirm(&set.conditions[rule.cond], &mut dec.event(&p))
+                    }
+                    None => false,
+                };
+                if matched != expected {
+                    failures.push(ExampleFailure { rule: rule.id.clone(), origin: rule.origin.clone(), expected_match: expected, line: line.clone() });
+                }
+            }
+        }
+    }
+    Ok(failures)
+}

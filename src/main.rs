@@ -1,0 +1,347 @@
+//! The `sigwatch` command line: `run`, `replay`, `check`.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use sigwatch::alert::Notification;
+use sigwatch::decode::Source;
+use sigwatch::notify::stdout::Stdout;
+use sigwatch::notify::webhook::{Webhook, WebhookConfig};
+use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
+use sigwatch::rules::{self, duration::Dur, RuleSet};
+use sigwatch::source::stdin::LineReader;
+use sigwatch::{Engine, Options};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "sigwatch", version, about = "Recognise incident log signatures per node and cluster-wide, and page on-call.")]
+struct Cli {
+    /// Log level for sigwatch's own logs on stderr (error, warn, info, debug).
+    #[arg(long, global = true, default_value = "info", env = "SIGWATCH_LOG")]
+    log_level: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Watch live logs on stdin; notifications go to stdout (NDJSON).
+    Run(RunArgs),
+    /// Replay log files in event time; the same input always gives the same output.
+    Replay(ReplayArgs),
+    /// Validate rules and their inline examples; print one line per rule.
+    Check(RulesArgs),
+}
+
+#[derive(Args, Clone)]
+struct RulesArgs {
+    /// Rule file or directory (repeatable). Default: the built-in pack.
+    #[arg(long = "rules", value_name = "PATH")]
+    rules: Vec<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+struct PipelineArgs {
+    #[command(flatten)]
+    rules: RulesArgs,
+    /// Also POST every notification as JSON to this URL (env: SIGWATCH_WEBHOOK_URL).
+    #[arg(long, value_name = "URL", env = "SIGWATCH_WEBHOOK_URL", hide_env_values = true)]
+    webhook: Option<String>,
+    /// Do not print notifications on stdout (useful with --webhook).
+    #[arg(long)]
+    no_stdout: bool,
+    /// How late an event may arrive behind the newest one and still count in its window.
+    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    lateness: Dur,
+    /// Webhook request timeout.
+    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    webhook_timeout: Dur,
+    /// Longest wait for queued notifications at exit.
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    shutdown_timeout: Dur,
+    /// Print pipeline counters as JSON on stderr at exit.
+    #[arg(long)]
+    stats: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    p: PipelineArgs,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    #[command(flatten)]
+    p: PipelineArgs,
+    /// Files to replay in order; `-` is stdin.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<String>,
+}
+
+fn parse_dur(s: &str) -> Result<Dur, String> {
+    Dur::parse(s)
+}
+
+fn load_rules(a: &RulesArgs) -> Result<RuleSet, rules::RuleErrors> {
+    if a.rules.is_empty() {
+        rules::load_builtin()
+    } else {
+        rules::load_paths(&a.rules)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(format!("sigwatch={}", cli.log_level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("sigwatch=info"));
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_target(false).init();
+    let result = match cli.cmd {
+        Cmd::Check(a) => return check(&a),
+        Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p))),
+        Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sigwatch: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("cannot start the runtime")
+}
+
+fn check(a: &RulesArgs) -> ExitCode {
+    let set = match load_rules(a) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let failures = match sigwatch::check_examples(&set) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("sigwatch: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for r in &set.rules {
+        let (m, n) = (&r.examples.0, &r.examples.1);
+        let bad = failures.iter().filter(|f| f.rule == r.id).count();
+        let verdict = if bad == 0 { "ok" } else { "FAIL" };
+        println!(
+            "{verdict:4} {:<34} {:<8} {:<8} group_by={:<10} examples={}+{} {}:{}",
+            r.id,
+            r.severity.as_str(),
+            r.detect.kind(),
+            if r.group_by.is_empty() { "-".to_string() } else { r.group_by.join(",") },
+            m.len(),
+            n.len(),
+            r.origin.file,
+            r.origin.line
+        );
+        if m.is_empty() || n.is_empty() {
+            println!("     warning: {} has no {} examples", r.id, if m.is_empty() { "match" } else { "no_match" });
+        }
+    }
+    for f in &failures {
+        eprintln!(
+            "{}:{}:1: rule {}: example {} {}: {}",
+            f.origin.file,
+            f.origin.line,
+            f.rule,
+            if f.expected_match { "should match but does not" } else { "should not match but does" },
+            "",
+            f.line
+        );
+    }
+    if failures.is_empty() {
+        println!("{} rules, {} literals, all examples pass", set.rules.len(), sigwatch::matcher::Matcher::new(&set).map(|m| m.literal_count()).unwrap_or(0));
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn receivers(p: &PipelineArgs) -> Result<Vec<Arc<dyn Receiver>>> {
+    let mut v: Vec<Arc<dyn Receiver>> = Vec::new();
+    if !p.no_stdout {
+        v.push(Arc::new(Stdout));
+    }
+    if let Some(url) = &p.webhook {
+        let mut cfg = WebhookConfig::new(url);
+        cfg.timeout = Duration::from_nanos(p.webhook_timeout.ns().max(1) as u64);
+        v.push(Arc::new(Webhook::new(cfg)?));
+    }
+    if v.is_empty() {
+        bail!("--no-stdout without --webhook leaves nowhere to send notifications");
+    }
+    Ok(v)
+}
+
+fn build_engine(p: &PipelineArgs, live: bool) -> Result<Engine> {
+    let set = load_rules(&p.rules).map_err(|e| anyhow::anyhow!("invalid rules:\n{e}"))?;
+    tracing::info!(rules = set.rules.len(), "Rules loaded.");
+    Ok(Engine::new(set, Options { live, lateness_ns: p.lateness.ns() })?)
+}
+
+async fn deliver(d: &Dispatcher, out: &mut Vec<Notification>) {
+    for n in out.drain(..) {
+        d.dispatch(n).await;
+    }
+}
+
+async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
+    let timeout = Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64);
+    let stats = d.stats();
+    let left = d.shutdown(timeout).await;
+    if !left.is_empty() {
+        tracing::warn!(receivers = ?left, "Shutdown timeout reached with notifications still queued.");
+    }
+    let s = engine.stats();
+    tracing::info!(
+        lines = s.decode.lines,
+        hits = s.hits,
+        firing = s.alerts.firing,
+        resolved = s.alerts.resolved,
+        malformed = s.decode.malformed,
+        late = s.late,
+        "Input finished."
+    );
+    for (name, sent, failed, dropped) in stats {
+        if failed > 0 || dropped > 0 {
+            tracing::warn!(receiver = %name, sent, failed, dropped, "Some notifications were not delivered.");
+        }
+    }
+    if p.stats {
+        eprintln!("{}", serde_json::to_string(&s).unwrap_or_default());
+    }
+}
+
+async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
+    let mut engine = build_engine(&p, false)?;
+    let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, true);
+    let mut out = Vec::new();
+    for f in &files {
+        let reader: Box<dyn BufRead> = if f == "-" {
+            Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
+        } else {
+            let file = std::fs::File::open(f).with_context(|| format!("cannot open {f}"))?;
+            Box::new(std::io::BufReader::with_capacity(1 << 16, file))
+        };
+        let source = Source::named(if f == "-" { "stdin" } else { f });
+        let mut lines = LineReader::new(reader);
+        while let Some(line) = lines.next_line().with_context(|| format!("reading {f}"))? {
+            engine.push_line(&source, &line, None, &mut out);
+            if !out.is_empty() {
+                deliver(&d, &mut out).await;
+            }
+        }
+        if lines.stats.truncated + lines.stats.invalid_utf8 > 0 {
+            tracing::warn!(file = %f, truncated = lines.stats.truncated, invalid_utf8 = lines.stats.invalid_utf8, "Some lines were cut or repaired.");
+        }
+    }
+    engine.finish(&mut out);
+    deliver(&d, &mut out).await;
+    finish(&p, &engine, d).await;
+    Ok(())
+}
+
+fn wall_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+async fn run(p: PipelineArgs) -> Result<()> {
+    let mut engine = build_engine(&p, true)?;
+    let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
+    // Reading stdin blocks, so it has its own thread; the bounded channel
+    // pushes back on the pipe when detection falls behind instead of buffering.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(String, i64)>(4096);
+    std::thread::spawn(move || {
+        let mut lines = LineReader::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()));
+        loop {
+            match lines.next_line() {
+                Ok(Some(l)) => {
+                    if tx.blocking_send((l, wall_ns())).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(error = %e, "Reading stdin failed.");
+                    break;
+                }
+            }
+        }
+    });
+    let source = Source::named("stdin");
+    let mut out = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // (newest event time, wall time when it was seen): idle time advances event time.
+    let mut clock: Option<(i64, i64)> = None;
+    let mut shutdown = Box::pin(shutdown_signal());
+    loop {
+        tokio::select! {
+            line = rx.recv() => match line {
+                Some((l, arrival)) => {
+                    engine.push_line(&source, &l, Some(arrival), &mut out);
+                    if let Some(w) = engine.watermark() {
+                        let newest = w + p.lateness.ns();
+                        if clock.is_none_or(|(e, _)| newest > e) {
+                            clock = Some((newest, arrival));
+                        }
+                    }
+                }
+                None => {
+                    engine.finish(&mut out);
+                    deliver(&d, &mut out).await;
+                    break;
+                }
+            },
+            _ = tick.tick() => {
+                if let Some((e, w)) = clock {
+                    engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
+                }
+            },
+            _ = &mut shutdown => {
+                tracing::info!("Signal received; shutting down.");
+                break;
+            }
+        }
+        if !out.is_empty() {
+            deliver(&d, &mut out).await;
+        }
+    }
+    finish(&p, &engine, d).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = tokio::signal::ctrl_c() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

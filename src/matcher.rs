@@ -1,0 +1,312 @@
+//! The matcher: every literal of every rule in one Aho-Corasick automaton,
+//! scanned once per line; regexes and field conditions only confirm the
+//! candidates the scan produced.
+//!
+//! Two automata share the literal set. A leftmost-first automaton (which the
+//! aho-corasick crate can run with its packed SIMD searcher) answers "does
+//! this line contain any literal at all?" — false for almost every line. Only
+//! when it says yes does an overlapping scan list every literal present, so a
+//! literal hidden inside another one's match is never missed.
+//!
+//! Each literal is also added in its JSON-escaped form, so `contains: ['a "b"']`
+//! matches inside a JSON string value as well as in plain text.
+
+use crate::decode::Event;
+use crate::rules::{CondId, Condition, RuleSet, VIRTUAL_FIELDS};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use std::collections::HashMap;
+
+/// Errors building the matcher.
+#[derive(Debug, thiserror::Error)]
+pub enum MatcherError {
+    /// The automaton could not be built (too many or too long literals).
+    #[error("cannot build the literal automaton: {0}")]
+    Build(#[from] aho_corasick::BuildError),
+}
+
+/// How a condition uses its literal groups.
+#[derive(Debug, Clone)]
+struct CondPlan {
+    /// Groups of literal ids; each group needs one present literal.
+    required: Vec<Vec<usize>>,
+    /// Literal ids that must be absent.
+    forbidden: Vec<usize>,
+}
+
+/// The compiled matcher.
+pub struct Matcher {
+    prefilter: Option<AhoCorasick>,
+    exact: Option<AhoCorasick>,
+    /// Pattern index → literal id.
+    pattern_literal: Vec<usize>,
+    /// Literal id → conditions that require it (to seed candidates).
+    literal_conds: Vec<Vec<CondId>>,
+    plans: Vec<CondPlan>,
+    /// Conditions with no required literal: candidates on every line.
+    always: Vec<CondId>,
+    literal_count: usize,
+}
+
+/// Reusable per-line scratch space, so matching does not allocate.
+#[derive(Default)]
+pub struct Scratch {
+    present: Vec<bool>,
+    touched: Vec<usize>,
+    seen: Vec<bool>,
+    /// Candidate conditions of the last scan.
+    pub candidates: Vec<CondId>,
+}
+
+fn json_escape(s: &str) -> String {
+    let quoted = serde_json::to_string(s).unwrap_or_default();
+    quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or(s).to_string()
+}
+
+impl Matcher {
+    /// Builds the matcher for a rule set.
+    pub fn new(set: &RuleSet) -> Result<Matcher, MatcherError> {
+        let mut literal_ids: HashMap<String, usize> = HashMap::new();
+        let mut patterns: Vec<String> = Vec::new();
+        let mut pattern_literal = Vec::new();
+        let mut intern = |lit: &str, patterns: &mut Vec<String>, pattern_literal: &mut Vec<usize>| -> usize {
+            if let Some(id) = literal_ids.get(lit) {
+                return *id;
+            }
+            let id = literal_ids.len();
+            literal_ids.insert(lit.to_string(), id);
+            patterns.push(lit.to_string());
+            pattern_literal.push(id);
+            let esc = json_escape(lit);
+            if esc != lit {
+                patterns.push(esc);
+                pattern_literal.push(id);
+            }
+            id
+        };
+        let mut plans = Vec::new();
+        for c in &set.conditions {
+            let mut required = Vec::new();
+            if !c.any.is_empty() {
+                required.push(c.any.iter().map(|l| intern(l, &mut patterns, &mut pattern_literal)).collect());
+            }
+            for l in &c.all {
+                required.push(vec![intern(l, &mut patterns, &mut pattern_literal)]);
+            }
+            // Field equality values appear verbatim in the raw text (or
+            // JSON-escaped); normalised virtual fields do not.
+            for (k, v) in &c.fields {
+                if VIRTUAL_FIELDS.contains(&k.as_str()) {
+                    continue;
+                }
+                let values: Vec<&String> = match v {
+                    crate::rules::ValueCond::Equals(s) => vec![s],
+                    crate::rules::ValueCond::OneOf(list) => list.iter().collect(),
+                    _ => continue,
+                };
+                if values.iter().any(|s| s.is_empty()) {
+                    continue;
+                }
+                required.push(values.into_iter().map(|l| intern(l, &mut patterns, &mut pattern_literal)).collect());
+            }
+            let forbidden = c.none.iter().map(|l| intern(l, &mut patterns, &mut pattern_literal)).collect();
+            plans.push(CondPlan { required, forbidden });
+        }
+        let literal_count = literal_ids.len();
+        let mut literal_conds = vec![Vec::new(); literal_count];
+        let mut always = Vec::new();
+        for (cid, plan) in plans.iter().enumerate() {
+            if plan.required.is_empty() {
+                always.push(cid);
+                continue;
+            }
+            // Seed from the first group: every candidate has one of those.
+            for &lit in &plan.required[0] {
+                if !literal_conds[lit].contains(&cid) {
+                    literal_conds[lit].push(cid);
+                }
+            }
+        }
+        let (prefilter, exact) = if patterns.is_empty() {
+            (None, None)
+        } else {
+            (
+                Some(AhoCorasickBuilder::new().match_kind(MatchKind::LeftmostFirst).build(&patterns)?),
+                Some(AhoCorasickBuilder::new().match_kind(MatchKind::Standard).build(&patterns)?),
+            )
+        };
+        Ok(Matcher { prefilter, exact, pattern_literal, literal_conds, plans, always, literal_count })
+    }
+
+    /// Number of distinct literals in the automaton.
+    pub fn literal_count(&self) -> usize {
+        self.literal_count
+    }
+
+    /// Scans a line; afterwards `scratch.candidates` lists the conditions
+    /// whose literal requirements hold. Returns true if there is any.
+    pub fn scan(&self, text: &str, scratch: &mut Scratch) -> bool {
+        scratch.candidates.clear();
+        if scratch.present.len() != self.literal_count {
+            scratch.present = vec![false; self.literal_count];
+            scratch.seen = vec![false; self.plans.len()];
+        }
+        for &t in &scratch.touched {
+            scratch.present[t] = false;
+        }
+        scratch.touched.clear();
+        let hit = self.prefilter.as_ref().is_some_and(|p| p.is_match(text));
+        if hit {
+            if let Some(exact) = &self.exact {
+                for m in exact.find_overlapping_iter(text) {
+                    let lit = self.pattern_literal[m.pattern().as_usize()];
+                    if !scratch.present[lit] {
+                        scratch.present[lit] = true;
+                        scratch.touched.push(lit);
+                    }
+                }
+            }
+            for i in 0..scratch.touched.len() {
+                let lit = scratch.touched[i];
+                for &cid in &self.literal_conds[lit] {
+                    if !scratch.seen[cid] && self.literals_hold(cid, &scratch.present) {
+                        scratch.seen[cid] = true;
+                        scratch.candidates.push(cid);
+                    }
+                }
+            }
+            for &cid in &scratch.candidates {
+                scratch.seen[cid] = false;
+            }
+        }
+        for &cid in &self.always {
+            if self.plans[cid].forbidden.iter().all(|&l| !scratch.present[l]) {
+                scratch.candidates.push(cid);
+            }
+        }
+        scratch.candidates.sort_unstable();
+        !scratch.candidates.is_empty()
+    }
+
+    fn literals_hold(&self, cid: CondId, present: &[bool]) -> bool {
+        let plan = &self.plans[cid];
+        plan.required.iter().all(|g| g.iter().any(|&l| present[l])) && plan.forbidden.iter().all(|&l| !present[l])
+    }
+
+    /// Confirms a candidate on the decoded event: regexes (adding named
+    /// captures to the event), field and label conditions.
+    pub fn confirm(cond: &Condition, event: &mut Event) -> bool {
+        for re in &cond.regexes {
+            let Some(caps) = re.captures(&event.text) else {
+                return false;
+            };
+            for name in re.capture_names().flatten() {
+                if let Some(m) = caps.name(name) {
+                    event.captures.push((name.to_string(), m.as_str().to_string()));
+                }
+            }
+        }
+        for (k, v) in &cond.labels {
+            let val = event.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+            if !v.test(val) {
+                return false;
+            }
+        }
+        for (k, v) in &cond.fields {
+            if !v.test(event.get(k).as_deref()) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::{Decoder, Source};
+    use crate::rules::compile;
+
+    fn set(yaml: &str) -> RuleSet {
+        compile(&[("t.yaml".into(), yaml.into())]).unwrap()
+    }
+
+    const RULES: &str = r#"
+rules:
+  - id: a
+    title: a
+    severity: info
+    match: {contains: ["failed to mark as draining", "mark as"]}
+    detect: {count: {window: 1m}}
+  - id: b
+    title: b
+    severity: info
+    match: {contains_all: ["redis", "connection refused"], not_contains: ["redis: nil"]}
+    detect: {count: {window: 1m}}
+  - id: c
+    title: c
+    severity: info
+    match:
+      contains: "EGRESS"
+      field: {status: EGRESS_FAILED}
+    detect: {count: {window: 1m}}
+  - id: d
+    title: d
+    severity: info
+    match: {contains: 'say "hi"'}
+    detect: {count: {window: 1m}}
+"#;
+
+    fn cands(m: &Matcher, text: &str) -> Vec<CondId> {
+        let mut s = Scratch::default();
+        m.scan(text, &mut s);
+        s.candidates.clone()
+    }
+
+    #[test]
+    fn overlapping_literals_are_all_found() {
+        let s = set(RULES);
+        let m = Matcher::new(&s).unwrap();
+        assert_eq!(cands(&m, "x failed to mark as draining"), vec![0]);
+        assert_eq!(cands(&m, "dial redis: connection refused"), vec![1]);
+        assert_eq!(cands(&m, "redis connection refused redis: nil"), Vec::<usize>::new());
+        assert_eq!(cands(&m, "connection refused"), Vec::<usize>::new());
+        assert_eq!(cands(&m, "draining RTP buffer"), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn field_values_prefilter_and_confirm() {
+        let s = set(RULES);
+        let m = Matcher::new(&s).unwrap();
+        assert!(cands(&m, r#"{"status":"EGRESS_ACTIVE"}"#).is_empty());
+        let line = r#"{"msg":"egress_failed","status":"EGRESS_FAILED"}"#;
+        assert_eq!(cands(&m, line), vec![2]);
+        let mut d = Decoder::new(&s.keys, false);
+        let p = d.prepare(&Source::named("x"), line, None).unwrap();
+        let mut e = d.event(&p);
+        assert!(Matcher::confirm(&s.conditions[2], &mut e));
+        let p = d.prepare(&Source::named("x"), r#"{"msg":"EGRESS_FAILED seen","status":"EGRESS_OK"}"#, None).unwrap();
+        let mut e = d.event(&p);
+        assert!(!Matcher::confirm(&s.conditions[2], &mut e));
+    }
+
+    #[test]
+    fn escaped_literals_match_inside_json() {
+        let s = set(RULES);
+        let m = Matcher::new(&s).unwrap();
+        assert_eq!(cands(&m, r#"{"msg":"they say \"hi\" now"}"#), vec![3]);
+        assert_eq!(cands(&m, r#"they say "hi" now"#), vec![3]);
+    }
+
+    #[test]
+    fn regex_captures_become_fields() {
+        let s = set("rules:\n  - id: g\n    title: g\n    severity: info\n    match:\n      contains: DeadlineExceeded\n      regex: 'upstream=(?P<upstream>\\S+)'\n    detect: {count: {window: 1m}}\n");
+        let m = Matcher::new(&s).unwrap();
+        let line = "level=error msg=\"rpc error: code = DeadlineExceeded desc = x\" upstream=10.2.0.14:9090";
+        assert_eq!(cands(&m, line), vec![0]);
+        let mut d = Decoder::new(&s.keys, false);
+        let p = d.prepare(&Source::named("x"), line, None).unwrap();
+        let mut e = d.event(&p);
+        assert!(Matcher::confirm(&s.conditions[0], &mut e));
+        assert_eq!(e.get("upstream").as_deref(), Some("10.2.0.14:9090"));
+    }
+}

@@ -1,0 +1,637 @@
+//! Rules: the YAML model, validation with `file:line:column` errors, and
+//! compilation into the form the matcher and detectors run.
+//!
+//! A rule that is wrong must be rejected when it loads, with the place of the
+//! mistake, not discovered as a silent non-alert during an incident.
+
+pub mod duration;
+pub mod model;
+pub mod template;
+
+use duration::Dur;
+use model::{DetectSpec, FieldCond, MatchSpec, RuleFile, RuleSpec, Severity};
+use regex::Regex;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use template::Template;
+
+/// The built-in rule pack, embedded in the binary.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("rules/livekit.yaml", include_str!("../../rules/livekit.yaml")),
+    ("rules/egress.yaml", include_str!("../../rules/egress.yaml")),
+    ("rules/kubernetes.yaml", include_str!("../../rules/kubernetes.yaml")),
+    ("rules/grpc.yaml", include_str!("../../rules/grpc.yaml")),
+];
+
+/// Default re-notification interval of a firing alert.
+pub const DEFAULT_REPEAT_INTERVAL: Dur = Dur::secs(4 * 3600);
+/// Default bound on the groups one rule tracks.
+pub const DEFAULT_MAX_GROUPS: usize = 10_000;
+
+/// A rule loading or validation error, located in its file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    /// A problem at a place in a rule file.
+    #[error("{file}:{line}:{column}: {message}")]
+    At {
+        /// File name as given.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file or directory that cannot be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
+}
+
+/// Several rule errors, reported together.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct RuleErrors(pub Vec<RuleError>);
+
+/// Index of a compiled condition in [`RuleSet::conditions`].
+pub type CondId = usize;
+
+/// A compiled value condition.
+#[derive(Debug, Clone)]
+pub enum ValueCond {
+    /// Equal.
+    Equals(String),
+    /// One of.
+    OneOf(Vec<String>),
+    /// Regex match.
+    Regex(Regex),
+    /// Present / absent.
+    Exists(bool),
+}
+
+impl ValueCond {
+    /// Tests a value (None = the field is absent).
+    pub fn test(&self, v: Option<&str>) -> bool {
+        match (self, v) {
+            (ValueCond::Exists(want), v) => v.is_some() == *want,
+            (_, None) => false,
+            (ValueCond::Equals(e), Some(v)) => e == v,
+            (ValueCond::OneOf(list), Some(v)) => list.iter().any(|e| e == v),
+            (ValueCond::Regex(r), Some(v)) => r.is_match(v),
+        }
+    }
+}
+
+/// A compiled match block.
+#[derive(Debug, Clone, Default)]
+pub struct Condition {
+    /// Any of these literals must occur (empty: no such requirement).
+    pub any: Vec<String>,
+    /// All of these literals must occur.
+    pub all: Vec<String>,
+    /// None of these literals may occur.
+    pub none: Vec<String>,
+    /// Every regex must match the text; named captures become fields.
+    pub regexes: Vec<Regex>,
+    /// Field conditions.
+    pub fields: Vec<(String, ValueCond)>,
+    /// Label / context conditions.
+    pub labels: Vec<(String, ValueCond)>,
+}
+
+impl Condition {
+    /// Whether confirming this condition needs the decoded fields.
+    pub fn needs_fields(&self) -> bool {
+        !self.fields.is_empty()
+    }
+}
+
+/// Fields whose values are normalised by the decoder rather than read from
+/// the raw text, so their literal form differs by format.
+pub const VIRTUAL_FIELDS: &[&str] = &["level", "msg", "message"];
+
+/// The compiled detector of a rule.
+#[derive(Debug, Clone)]
+pub enum Detect {
+    /// See [`model::CountSpec`].
+    Count(model::CountSpec),
+    /// See [`model::PersistSpec`].
+    Persist(model::PersistSpec),
+    /// See [`model::SpreadSpec`].
+    Spread(model::SpreadSpec),
+    /// See [`model::ShareSpec`].
+    Share(model::ShareSpec),
+    /// See [`model::AbsentSpec`].
+    Absent(model::AbsentSpec),
+    /// The second step's condition and the time allowed.
+    Sequence {
+        /// Condition of the second step.
+        then: CondId,
+        /// Time allowed between the steps.
+        within: Dur,
+    },
+}
+
+impl Detect {
+    /// The kind's name as written in rules.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Detect::Count(_) => "count",
+            Detect::Persist(_) => "persist",
+            Detect::Spread(_) => "spread",
+            Detect::Share(_) => "share",
+            Detect::Absent(_) => "absent",
+            Detect::Sequence { .. } => "sequence",
+        }
+    }
+
+    /// The natural time scale of the detector, used as the default
+    /// `resolve_after`.
+    pub fn window(&self) -> Dur {
+        match self {
+            Detect::Count(c) => c.window,
+            Detect::Persist(p) => p.max_gap,
+            Detect::Spread(s) => s.window,
+            Detect::Share(s) => s.window,
+            Detect::Absent(_) => Dur(0),
+            Detect::Sequence { within, .. } => *within,
+        }
+    }
+}
+
+/// Where a rule was defined.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    /// File name.
+    pub file: String,
+    /// 1-based line of the rule's `id`.
+    pub line: usize,
+}
+
+/// A compiled rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Identifier.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Description.
+    pub description: Option<String>,
+    /// Primary condition.
+    pub cond: CondId,
+    /// `resolve_on` condition.
+    pub resolve_on: Option<CondId>,
+    /// Group key candidates (aliases or field paths), first present wins.
+    pub group_by: Vec<String>,
+    /// The detector.
+    pub detect: Detect,
+    /// Hold time before firing (ns).
+    pub for_: i64,
+    /// False time before resolving (ns).
+    pub resolve_after: i64,
+    /// Re-notify interval (ns).
+    pub repeat_interval: i64,
+    /// Group bound.
+    pub max_groups: usize,
+    /// Annotation templates.
+    pub annotations: BTreeMap<String, Template>,
+    /// Static labels.
+    pub labels: BTreeMap<String, String>,
+    /// Inline examples (match, no_match).
+    pub examples: (Vec<String>, Vec<String>),
+    /// Definition site.
+    pub origin: Origin,
+}
+
+/// Group key configuration: aliases and sticky fields.
+#[derive(Debug, Clone)]
+pub struct KeyConfig {
+    /// Alias name → candidate paths, first present wins. A path is a field
+    /// path (`nodeID`, `source.host`) or `labels.NAME` for stream context.
+    pub aliases: BTreeMap<String, Vec<String>>,
+    /// Sticky field names.
+    pub sticky: Vec<String>,
+}
+
+impl Default for KeyConfig {
+    fn default() -> Self {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut aliases = BTreeMap::new();
+        aliases.insert(
+            "node".to_string(),
+            v(&[
+                "labels.node_id",
+                "labels.node",
+                "nodeID",
+                "node_id",
+                "node",
+                "labels.host",
+                "host",
+                "hostname",
+                "_HOSTNAME",
+                "source.host",
+                "labels.pod",
+                "pod",
+            ]),
+        );
+        aliases.insert(
+            "pod".to_string(),
+            v(&[
+                "labels.pod",
+                "involvedObject.name",
+                "pod",
+                "k8s.pod.name",
+                "kubernetes.pod_name",
+            ]),
+        );
+        aliases.insert(
+            "host".to_string(),
+            v(&["labels.host", "host", "hostname", "_HOSTNAME", "source.host", "labels.node"]),
+        );
+        aliases.insert(
+            "container".to_string(),
+            v(&["labels.container", "involvedObject.fieldPath", "containerName", "container"]),
+        );
+        aliases.insert("namespace".to_string(), v(&["labels.namespace", "involvedObject.namespace", "namespace"]));
+        aliases.insert(
+            "upstream".to_string(),
+            v(&["upstream", "target", "addr", "remote_addr", "peer.address", "peer"]),
+        );
+        KeyConfig { aliases, sticky: v(&["nodeID", "node_id"]) }
+    }
+}
+
+/// The name of the derived key that maps a pod name to its workload.
+pub const WORKLOAD_KEY: &str = "workload";
+
+/// A compiled, validated set of rules.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    /// Rules in load order.
+    pub rules: Vec<Rule>,
+    /// Every match block of every rule (primary, `then`, `resolve_on`).
+    pub conditions: Vec<Condition>,
+    /// Key aliases and sticky fields.
+    pub keys: KeyConfig,
+}
+
+/// Loads the embedded built-in pack.
+pub fn load_builtin() -> Result<RuleSet, RuleErrors> {
+    let files: Vec<(String, String)> =
+        BUILTIN.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect();
+    compile(&files)
+}
+
+/// Loads rule files from paths (files or directories of `*.yaml`/`*.yml`).
+pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for p in paths {
+        collect_files(p, &mut files, &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(RuleErrors(errors));
+    }
+    if files.is_empty() {
+        return Err(RuleErrors(vec![RuleError::Io {
+            path: paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            message: "no rule files (*.yaml, *.yml) found".into(),
+        }]));
+    }
+    compile(&files)
+}
+
+fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<RuleError>) {
+    let io = |e: std::io::Error| RuleError::Io { path: p.display().to_string(), message: e.to_string() };
+    if p.is_dir() {
+        let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+            Err(e) => return errors.push(io(e)),
+        };
+        entries.sort();
+        for e in entries {
+            let yaml = e.extension().is_some_and(|x| x == "yaml" || x == "yml");
+            if yaml && e.is_file() {
+                collect_files(&e, files, errors);
+            }
+        }
+    } else {
+        match std::fs::read_to_string(p) {
+            Ok(t) => files.push((p.display().to_string(), t)),
+            Err(e) => errors.push(io(e)),
+        }
+    }
+}
+
+/// Compiles rule files given as (name, text). All errors are collected.
+pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
+    let mut set = RuleSet::default();
+    let mut errors = Vec::new();
+    let mut seen_ids: HashSet<String> = HashSet::new();
+    let mut parsed = Vec::new();
+    for (name, text) in files {
+        match serde_yaml_ng::from_str::<RuleFile>(text) {
+            Ok(f) => parsed.push((name, text, f)),
+            Err(e) => {
+                let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+                errors.push(RuleError::At { file: name.clone(), line, column, message: strip_location(&e.to_string()) });
+            }
+        }
+    }
+    // Aliases and sticky fields first: rules of any file may use them.
+    for (_, _, f) in &parsed {
+        for (k, v) in &f.aliases {
+            set.keys.aliases.insert(k.clone(), v.clone());
+        }
+        for s in &f.sticky {
+            if !set.keys.sticky.contains(s) {
+                set.keys.sticky.push(s.clone());
+            }
+        }
+    }
+    for (name, text, f) in parsed {
+        for spec in f.rules {
+            let id = spec.id.clone();
+            let (line, col) = locate(text, &id, None);
+            let at = |key: Option<&str>, message: String| {
+                let (line, column) = key.map(|k| locate(text, &id, Some(k))).unwrap_or((line, col));
+                RuleError::At { file: name.clone(), line, column, message }
+            };
+            if !seen_ids.insert(spec.id.clone()) {
+                errors.push(at(None, format!("duplicate rule id {:?}", spec.id)));
+                continue;
+            }
+            match compile_rule(spec, &mut set, Origin { file: name.clone(), line }) {
+                Ok(rule) => set.rules.push(rule),
+                Err((key, msg)) => errors.push(at(key, msg)),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(RuleErrors(errors))
+    }
+}
+
+/// serde_yaml appends " at line L column C"; we print the location up front.
+fn strip_location(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Finds the line and column of a rule's `id` (or of `key:` inside that rule).
+fn locate(text: &str, id: &str, key: Option<&str>) -> (usize, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let is_id_line = |l: &str| {
+        let t = l.trim_start().trim_start_matches("- ").trim_start();
+        t.strip_prefix("id:").is_some_and(|rest| rest.trim().trim_matches(|c| c == '"' || c == '\'') == id)
+    };
+    let Some(start) = lines.iter().position(|l| is_id_line(l)) else {
+        return (1, 1);
+    };
+    let col_of = |l: &str, pat: &str| l.find(pat).map(|c| c + 1).unwrap_or(1);
+    if let Some(key) = key {
+        let pat = format!("{key}:");
+        for (i, l) in lines.iter().enumerate().skip(start) {
+            if i > start && l.trim_start().starts_with("- id:") {
+                break;
+            }
+            let t = l.trim_start().trim_start_matches("- ");
+            if t.starts_with(&pat) {
+                return (i + 1, col_of(l, &pat));
+            }
+        }
+    }
+    (start + 1, col_of(lines[start], "id:"))
+}
+
+type Located = (Option<&'static str>, String);
+
+fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rule, Located> {
+    if spec.id.trim().is_empty() || spec.id.chars().any(char::is_whitespace) {
+        return Err((Some("id"), format!("rule id {:?} must be non-empty and have no spaces", spec.id)));
+    }
+    let cond = push_cond(set, &spec.match_).map_err(|m| (Some("match"), m))?;
+    let resolve_on = match &spec.resolve_on {
+        Some(m) => Some(push_cond(set, m).map_err(|m| (Some("resolve_on"), m))?),
+        None => None,
+    };
+    let detect = compile_detect(&spec.detect, set)?;
+    let group_by = spec.group_by.as_ref().map(|g| g.to_vec()).unwrap_or_default();
+    if group_by.iter().any(|g| g.trim().is_empty()) {
+        return Err((Some("group_by"), "group_by has an empty key".into()));
+    }
+    if matches!(detect, Detect::Share(_)) && group_by.is_empty() {
+        return Err((Some("group_by"), "share needs group_by: the share of which group?".into()));
+    }
+    if matches!(detect, Detect::Spread(_)) && group_by.is_empty() {
+        return Err((Some("group_by"), "spread needs group_by: spread across which groups?".into()));
+    }
+    let mut annotations = BTreeMap::new();
+    for (k, v) in &spec.annotations {
+        let t = Template::parse(v).map_err(|e| (Some("annotations"), format!("annotation {k}: {e}")))?;
+        annotations.insert(k.clone(), t);
+    }
+    for k in spec.labels.keys() {
+        if ["rule", "severity", "group", "alertname"].contains(&k.as_str()) {
+            return Err((Some("labels"), format!("label {k:?} is set by sigwatch and cannot be overridden")));
+        }
+    }
+    let max_groups = spec.max_groups.unwrap_or(DEFAULT_MAX_GROUPS);
+    if max_groups == 0 {
+        return Err((Some("max_groups"), "max_groups must be at least 1".into()));
+    }
+    let resolve_after = spec.resolve_after.unwrap_or(detect.window()).ns();
+    let examples = spec.examples.map(|e| (e.match_, e.no_match)).unwrap_or_default();
+    Ok(Rule {
+        id: spec.id,
+        title: spec.title,
+        severity: spec.severity,
+        description: spec.description,
+        cond,
+        resolve_on,
+        group_by,
+        detect,
+        for_: spec.for_.unwrap_or_default().ns(),
+        resolve_after,
+        repeat_interval: spec.repeat_interval.unwrap_or(DEFAULT_REPEAT_INTERVAL).ns().max(1),
+        max_groups,
+        annotations,
+        labels: spec.labels,
+        examples,
+        origin,
+    })
+}
+
+fn compile_detect(d: &DetectSpec, set: &mut RuleSet) -> Result<Detect, Located> {
+    let err = |m: &str| (Some("detect"), m.to_string());
+    let mut kinds = Vec::new();
+    if let Some(c) = &d.count {
+        if c.threshold == 0 {
+            return Err(err("count.threshold must be at least 1"));
+        }
+        if c.window.ns() <= 0 {
+            return Err(err("count.window must be positive"));
+        }
+        kinds.push(Detect::Count(c.clone()));
+    }
+    if let Some(p) = &d.persist {
+        if p.for_.ns() <= 0 || p.max_gap.ns() <= 0 {
+            return Err(err("persist.for and persist.max_gap must be positive"));
+        }
+        kinds.push(Detect::Persist(p.clone()));
+    }
+    if let Some(s) = &d.spread {
+        if s.window.ns() <= 0 {
+            return Err(err("spread.window must be positive"));
+        }
+        if s.groups.is_none() && s.fraction.is_none() {
+            return Err(err("spread needs groups (≥ K groups) or fraction (≥ F of the groups seen)"));
+        }
+        if s.fraction.is_some_and(|f| !(f > 0.0 && f <= 1.0)) {
+            return Err(err("spread.fraction must be in (0, 1]"));
+        }
+        if s.groups == Some(0) {
+            return Err(err("spread.groups must be at least 1"));
+        }
+        kinds.push(Detect::Spread(s.clone()));
+    }
+    if let Some(s) = &d.share {
+        if s.window.ns() <= 0 {
+            return Err(err("share.window must be positive"));
+        }
+        if !(s.min_share > 0.0 && s.min_share <= 1.0) {
+            return Err(err("share.min_share must be in (0, 1]"));
+        }
+        if s.min_total == 0 {
+            return Err(err("share.min_total must be at least 1"));
+        }
+        kinds.push(Detect::Share(s.clone()));
+    }
+    if let Some(a) = &d.absent {
+        if a.for_.ns() <= 0 {
+            return Err(err("absent.for must be positive"));
+        }
+        kinds.push(Detect::Absent(a.clone()));
+    }
+    if let Some(s) = &d.sequence {
+        if s.within.ns() <= 0 {
+            return Err(err("sequence.within must be positive"));
+        }
+        let then = push_cond(set, &s.then).map_err(|m| (Some("then"), m))?;
+        kinds.push(Detect::Sequence { then, within: s.within });
+    }
+    match kinds.len() {
+        1 => Ok(kinds.remove(0)),
+        0 => Err(err("detect needs one of count, persist, spread, share, absent, sequence")),
+        _ => Err(err("detect takes exactly one kind")),
+    }
+}
+
+fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
+    Ok(match c {
+        FieldCond::Equals(s) => ValueCond::Equals(s.clone()),
+        FieldCond::OneOf(v) => ValueCond::OneOf(v.clone()),
+        FieldCond::Exists(b) => ValueCond::Exists(*b),
+        FieldCond::Regex(r) => ValueCond::Regex(Regex::new(r).map_err(|e| format!("invalid regex {r:?}: {e}"))?),
+    })
+}
+
+fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
+    let lits = |o: &Option<model::OneOrMany>, what: &str| -> Result<Vec<String>, String> {
+        let v = o.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+        if v.iter().any(|s| s.is_empty()) {
+            return Err(format!("{what} has an empty literal, which would match every line"));
+        }
+        Ok(v)
+    };
+    let mut c = Condition {
+        any: lits(&m.contains, "contains")?,
+        all: lits(&m.contains_all, "contains_all")?,
+        none: lits(&m.not_contains, "not_contains")?,
+        ..Condition::default()
+    };
+    for r in m.regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
+        c.regexes.push(Regex::new(&r).map_err(|e| format!("invalid regex {r:?}: {e}"))?);
+    }
+    for (k, v) in &m.field {
+        c.fields.push((k.clone(), compile_value(v)?));
+    }
+    for (k, v) in &m.labels {
+        c.labels.push((k.clone(), compile_value(v)?));
+    }
+    let empty = c.any.is_empty() && c.all.is_empty() && c.regexes.is_empty() && c.fields.is_empty() && c.labels.is_empty();
+    if empty {
+        return Err("a match block needs at least one of contains, contains_all, regex, field, labels".into());
+    }
+    set.conditions.push(c);
+    Ok(set.conditions.len() - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Result<RuleSet, RuleErrors> {
+        compile(&[("t.yaml".to_string(), text.to_string())])
+    }
+
+    #[test]
+    fn builtin_pack_compiles() {
+        let set = load_builtin().unwrap();
+        assert!(set.rules.len() >= 10, "{} rules", set.rules.len());
+    }
+
+    #[test]
+    fn unknown_key_is_located() {
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n    colour: red\n")
+            .unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("t.yaml:7:"), "{s}");
+        assert!(s.contains("colour"), "{s}");
+    }
+
+    #[test]
+    fn bad_duration_and_regex_are_located() {
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 10}}\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.yaml:6:"), "{e}");
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      regex: '(unclosed'\n    detect: {count: {window: 1m}}\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("t.yaml:5:") && s.contains("invalid regex"), "{s}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_rule_line() {
+        let text = "rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {spread: {window: 1m}}\n    group_by: node\n";
+        let e = one(text).unwrap_err().to_string();
+        assert!(e.starts_with("t.yaml:6:") && e.contains("groups"), "{e}");
+        let dup = format!("{text}{}", "  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n");
+        let e = one(&dup.replace("{spread: {window: 1m}}", "{count: {window: 1m}}")).unwrap_err().to_string();
+        assert!(e.contains("t.yaml:8:") && e.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn field_conditions_accept_scalars_lists_and_maps() {
+        let set = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      field: {code: 500, level: [error, fatal], msg: {regex: '^x'}, e: {exists: true}}\n    detect: {count: {window: 1m}}\n").unwrap();
+        let c = &set.conditions[0];
+        assert_eq!(c.fields.len(), 4);
+        assert!(c.fields.iter().any(|(k, v)| k == "code" && v.test(Some("500"))));
+        assert!(c.fields.iter().any(|(k, v)| k == "level" && v.test(Some("fatal")) && !v.test(Some("info"))));
+    }
+
+    #[test]
+    fn unknown_template_variable_is_an_error() {
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n    annotations: {summary: '{{ nodes }}'}\n").unwrap_err();
+        assert!(e.to_string().contains("t.yaml:7:"), "{e}");
+    }
+}

@@ -1,0 +1,353 @@
+//! The rule file as written: serde types with `deny_unknown_fields`, so a typo
+//! in a key is an error with its line and column rather than a silently
+//! ignored option.
+
+use super::duration::Dur;
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One rule file: rules, plus optional key aliases and sticky stream fields.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFile {
+    /// The rules of this file.
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// Group-key aliases: `node: [labels.node_id, nodeID, pod]`; replaces the
+    /// built-in list for that alias.
+    #[serde(default)]
+    pub aliases: BTreeMap<String, Vec<String>>,
+    /// Field names that, once seen on a stream, are inherited by that stream's
+    /// later lines (livekit-server logs `nodeID` only at startup and drain).
+    #[serde(default)]
+    pub sticky: Vec<String>,
+}
+
+/// Alert severity.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Informational.
+    Info,
+    /// Needs attention soon.
+    Warning,
+    /// Page now.
+    Critical,
+}
+
+impl Severity {
+    /// The lowercase name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// One rule as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// Stable identifier, e.g. `livekit.drain_stuck`.
+    pub id: String,
+    /// One-line human title.
+    pub title: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Longer free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// What a line must look like to count.
+    #[serde(rename = "match")]
+    pub match_: MatchSpec,
+    /// The group key: an alias (`node`, `pod`, `workload`) or field paths.
+    #[serde(default)]
+    pub group_by: Option<OneOrMany>,
+    /// The detector.
+    pub detect: DetectSpec,
+    /// How long the condition must be observed before the alert fires.
+    #[serde(rename = "for", default)]
+    pub for_: Option<Dur>,
+    /// How long the condition must be false before the alert resolves.
+    #[serde(default)]
+    pub resolve_after: Option<Dur>,
+    /// Resolve only when a line matching this arrives for the same group.
+    #[serde(default)]
+    pub resolve_on: Option<MatchSpec>,
+    /// Re-notify a firing alert this often (default 4h).
+    #[serde(default)]
+    pub repeat_interval: Option<Dur>,
+    /// Bound on the groups tracked by this rule (least recently seen evicted).
+    #[serde(default)]
+    pub max_groups: Option<usize>,
+    /// Annotation templates.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Extra static labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Inline examples verified by `sigwatch check`.
+    #[serde(default)]
+    pub examples: Option<Examples>,
+}
+
+/// Inline examples.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Examples {
+    /// Lines that must match.
+    #[serde(rename = "match", default)]
+    pub match_: Vec<String>,
+    /// Lines that must not match.
+    #[serde(default)]
+    pub no_match: Vec<String>,
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One value.
+    One(String),
+    /// Several values.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The values as a list.
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// A match block. All present conditions must hold.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MatchSpec {
+    /// Any of these literals.
+    #[serde(default)]
+    pub contains: Option<OneOrMany>,
+    /// All of these literals.
+    #[serde(default)]
+    pub contains_all: Option<OneOrMany>,
+    /// None of these literals.
+    #[serde(default)]
+    pub not_contains: Option<OneOrMany>,
+    /// Regexes that must all match the line; named captures become fields.
+    #[serde(default)]
+    pub regex: Option<OneOrMany>,
+    /// Field conditions.
+    #[serde(default)]
+    pub field: BTreeMap<String, FieldCond>,
+    /// Label / context conditions (Loki labels, pod, container, namespace).
+    #[serde(default)]
+    pub labels: BTreeMap<String, FieldCond>,
+}
+
+/// A condition on one field value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldCond {
+    /// Equal to this value.
+    Equals(String),
+    /// Equal to one of these values.
+    OneOf(Vec<String>),
+    /// Matches this regex (source text; compiled later).
+    Regex(String),
+    /// Present (true) or absent (false).
+    Exists(bool),
+}
+
+impl<'de> Deserialize<'de> for FieldCond {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = FieldCond;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a value, a list of values, or {regex: ..} / {exists: ..}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FieldCond, E> {
+                Ok(FieldCond::Equals(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<FieldCond, E> {
+                Ok(FieldCond::Equals(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<FieldCond, E> {
+                Ok(FieldCond::Equals(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<FieldCond, E> {
+                Ok(FieldCond::Equals(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<FieldCond, E> {
+                Ok(FieldCond::Equals(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<FieldCond, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = a.next_element::<Scalar>()? {
+                    out.push(v.0);
+                }
+                if out.is_empty() {
+                    return Err(serde::de::Error::custom("an empty list matches nothing"));
+                }
+                Ok(FieldCond::OneOf(out))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<FieldCond, A::Error> {
+                let Some(key) = a.next_key::<String>()? else {
+                    return Err(serde::de::Error::custom("empty field condition"));
+                };
+                let cond = match key.as_str() {
+                    "regex" => FieldCond::Regex(a.next_value::<String>()?),
+                    "exists" => FieldCond::Exists(a.next_value::<bool>()?),
+                    "equals" => FieldCond::Equals(a.next_value::<Scalar>()?.0),
+                    "one_of" => FieldCond::OneOf(
+                        a.next_value::<Vec<Scalar>>()?.into_iter().map(|s| s.0).collect(),
+                    ),
+                    other => {
+                        return Err(serde::de::Error::unknown_field(
+                            other,
+                            &["regex", "exists", "equals", "one_of"],
+                        ))
+                    }
+                };
+                if a.next_key::<String>()?.is_some() {
+                    return Err(serde::de::Error::custom(
+                        "a field condition takes exactly one of regex, exists, equals, one_of",
+                    ));
+                }
+                Ok(cond)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A scalar YAML value read as text.
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match FieldCond::deserialize(d)? {
+            FieldCond::Equals(s) => Ok(Scalar(s)),
+            _ => Err(serde::de::Error::custom("expected a plain value")),
+        }
+    }
+}
+
+/// The detector block: exactly one kind must be set.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DetectSpec {
+    /// `count`: ≥ threshold matches for a group within window.
+    #[serde(default)]
+    pub count: Option<CountSpec>,
+    /// `persist`: a group keeps matching for ≥ for, no gap > max_gap.
+    #[serde(default)]
+    pub persist: Option<PersistSpec>,
+    /// `spread`: many groups match within window.
+    #[serde(default)]
+    pub spread: Option<SpreadSpec>,
+    /// `share`: one group holds most of the matches.
+    #[serde(default)]
+    pub share: Option<ShareSpec>,
+    /// `absent`: a group seen before stops matching.
+    #[serde(default)]
+    pub absent: Option<AbsentSpec>,
+    /// `sequence`: A then B on one group within a time.
+    #[serde(default)]
+    pub sequence: Option<SequenceSpec>,
+}
+
+/// `count` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CountSpec {
+    /// Minimum matches (default 1).
+    #[serde(default = "one")]
+    pub threshold: u64,
+    /// Sliding window.
+    pub window: Dur,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// `persist` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersistSpec {
+    /// How long the group must keep matching.
+    #[serde(rename = "for")]
+    pub for_: Dur,
+    /// Longest silence that does not break the run.
+    pub max_gap: Dur,
+}
+
+/// `spread` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpreadSpec {
+    /// Sliding window.
+    pub window: Dur,
+    /// Fire when at least this many groups match.
+    #[serde(default)]
+    pub groups: Option<usize>,
+    /// Fire when at least this fraction of the groups seen recently match.
+    #[serde(default)]
+    pub fraction: Option<f64>,
+    /// With `fraction`, the fewest matching groups that can fire (default 2).
+    #[serde(default)]
+    pub min_groups: Option<usize>,
+    /// How recently a group must have logged anything to count as alive
+    /// (default: the larger of the window and 10m).
+    #[serde(default)]
+    pub population_window: Option<Dur>,
+    /// Split the population by this key (e.g. `workload`); one alert per value.
+    #[serde(default)]
+    pub partition_by: Option<String>,
+}
+
+/// `share` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareSpec {
+    /// Sliding window.
+    pub window: Dur,
+    /// Fewest matches in the window before shares mean anything.
+    pub min_total: u64,
+    /// The top group's share (0..1) that fires.
+    pub min_share: f64,
+    /// Fewest groups alive (logging anything) for a share to be meaningful (default 2).
+    #[serde(default)]
+    pub min_groups: Option<usize>,
+    /// How recently a group must have logged anything to count as alive.
+    #[serde(default)]
+    pub population_window: Option<Dur>,
+    /// Split by this key; shares are computed within each value.
+    #[serde(default)]
+    pub partition_by: Option<String>,
+}
+
+/// `absent` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbsentSpec {
+    /// Silence after which a group that matched before is reported absent.
+    #[serde(rename = "for")]
+    pub for_: Dur,
+}
+
+/// `sequence` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequenceSpec {
+    /// The second step; the rule's `match` is the first.
+    pub then: MatchSpec,
+    /// Longest time from the first step to the second.
+    pub within: Dur,
+}

@@ -1,0 +1,8 @@
+//! Sources: where lines come from. Reading is bounded: a line longer than
+//! [`MAX_LINE_BYTES`] is cut (and counted), and invalid UTF-8 is replaced
+//! rather than rejected, so one bad line never stops the stream.
+
+pub mod stdin;
+
+/// Longest line kept; the rest of a longer line is discarded and counted.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
