@@ -126,16 +126,27 @@ impl Alerts {
 
     /// Number of alerts currently firing.
     pub fn firing(&self) -> usize {
-        self.map.values().filter(|t| matches!(t.phase, Phase::Firing { .. })).count()
+        self.map
+            .values()
+            .filter(|t| matches!(t.phase, Phase::Firing { .. }))
+            .count()
     }
 
     /// Applies a detector's statuses for rule `ri` at watermark `now`.
-    pub fn apply(&mut self, ri: usize, rule: &Rule, statuses: &[Status], det: &dyn Detector, now: i64, out: &mut Vec<Notification>) {
+    pub fn apply(
+        &mut self,
+        ri: usize,
+        rule: &Rule,
+        statuses: &[Status],
+        det: &dyn Detector,
+        now: i64,
+        out: &mut Vec<Notification>,
+    ) {
         for s in statuses {
             let id = (ri, s.key.clone());
             if s.active {
                 let t = self.map.entry(id).or_insert_with(|| Tracked {
-                    phase: Phase::Pending { since: s.support },
+                    phase: Phase::Pending { since: s.since },
                     inactive_since: None,
                     evidence: Evidence::default(),
                 });
@@ -144,17 +155,42 @@ impl Alerts {
                     Phase::Pending { since } => {
                         if s.support - since >= rule.for_ {
                             t.evidence = det.evidence(&s.key);
-                            t.phase = Phase::Firing { starts_at: since, notified_at: now };
+                            t.phase = Phase::Firing {
+                                starts_at: since,
+                                notified_at: now,
+                            };
                             self.stats.firing += 1;
-                            out.push(render(rule, &s.key, AlertState::Firing, since, None, &t.evidence, false));
+                            out.push(render(
+                                rule,
+                                &s.key,
+                                AlertState::Firing,
+                                since,
+                                None,
+                                &t.evidence,
+                                false,
+                            ));
                         }
                     }
-                    Phase::Firing { starts_at, notified_at } => {
+                    Phase::Firing {
+                        starts_at,
+                        notified_at,
+                    } => {
                         t.evidence = det.evidence(&s.key);
                         if now - notified_at >= rule.repeat_interval {
-                            t.phase = Phase::Firing { starts_at, notified_at: now };
+                            t.phase = Phase::Firing {
+                                starts_at,
+                                notified_at: now,
+                            };
                             self.stats.firing += 1;
-                            out.push(render(rule, &s.key, AlertState::Firing, starts_at, None, &t.evidence, true));
+                            out.push(render(
+                                rule,
+                                &s.key,
+                                AlertState::Firing,
+                                starts_at,
+                                None,
+                                &t.evidence,
+                                true,
+                            ));
                         }
                     }
                 }
@@ -188,7 +224,11 @@ impl Alerts {
         let mut due: Vec<String> = self
             .map
             .iter()
-            .filter(|((r, _), t)| *r == ri && t.inactive_since.is_some_and(|s| now - s >= rule.resolve_after))
+            .filter(|((r, _), t)| {
+                *r == ri
+                    && t.inactive_since
+                        .is_some_and(|s| now - s >= rule.resolve_after)
+            })
             .map(|((_, k), _)| k.clone())
             .collect();
         due.sort();
@@ -199,11 +239,30 @@ impl Alerts {
 
     /// Resolves one alert now (also used by `resolve_on`). Returns whether
     /// there was a firing alert to resolve.
-    pub fn resolve(&mut self, ri: usize, rule: &Rule, key: &str, now: i64, out: &mut Vec<Notification>) -> bool {
+    pub fn resolve(
+        &mut self,
+        ri: usize,
+        rule: &Rule,
+        key: &str,
+        now: i64,
+        out: &mut Vec<Notification>,
+    ) -> bool {
         match self.map.remove(&(ri, key.to_string())) {
-            Some(Tracked { phase: Phase::Firing { starts_at, .. }, evidence, .. }) => {
+            Some(Tracked {
+                phase: Phase::Firing { starts_at, .. },
+                evidence,
+                ..
+            }) => {
                 self.stats.resolved += 1;
-                out.push(render(rule, key, AlertState::Resolved, starts_at, Some(now), &evidence, false));
+                out.push(render(
+                    rule,
+                    key,
+                    AlertState::Resolved,
+                    starts_at,
+                    Some(now),
+                    &evidence,
+                    false,
+                ));
                 true
             }
             Some(_) => false,
@@ -217,7 +276,15 @@ fn pct(x: f64) -> String {
 }
 
 /// Builds a notification with rendered annotations.
-pub fn render(rule: &Rule, key: &str, state: AlertState, starts_at: i64, ends_at: Option<i64>, e: &Evidence, repeat: bool) -> Notification {
+pub fn render(
+    rule: &Rule,
+    key: &str,
+    state: AlertState,
+    starts_at: i64,
+    ends_at: Option<i64>,
+    e: &Evidence,
+    repeat: bool,
+) -> Notification {
     let mut labels = BTreeMap::new();
     labels.insert("alertname".to_string(), rule.id.clone());
     labels.insert("severity".to_string(), rule.severity.as_str().to_string());
@@ -225,7 +292,10 @@ pub fn render(rule: &Rule, key: &str, state: AlertState, starts_at: i64, ends_at
     for (k, v) in &rule.labels {
         labels.insert(k.clone(), v.clone());
     }
-    let first_sample_fields = e.samples.first().map(|s| crate::decode::payload::decode(s, None).fields);
+    let first_sample_fields = e
+        .samples
+        .first()
+        .map(|s| crate::decode::payload::decode(s, None).fields);
     let duration = match (e.first_seen, e.last_seen) {
         (Some(a), Some(b)) => {
             let mut s = String::new();
@@ -250,12 +320,18 @@ pub fn render(rule: &Rule, key: &str, state: AlertState, starts_at: i64, ends_at
             "first_seen" => e.first_seen.map(format_rfc3339),
             "last_seen" => e.last_seen.map(format_rfc3339),
             other => {
-                let f = other.strip_prefix("field.").or_else(|| other.strip_prefix("fields."))?;
+                let f = other
+                    .strip_prefix("field.")
+                    .or_else(|| other.strip_prefix("fields."))?;
                 first_sample_fields.as_ref()?.get(f).map(|v| v.into_owned())
             }
         }
     };
-    let annotations = rule.annotations.iter().map(|(k, t)| (k.clone(), t.render(var))).collect();
+    let annotations = rule
+        .annotations
+        .iter()
+        .map(|(k, t)| (k.clone(), t.render(var)))
+        .collect();
     Notification {
         state,
         rule: rule.id.clone(),
@@ -269,7 +345,14 @@ pub fn render(rule: &Rule, key: &str, state: AlertState, starts_at: i64, ends_at
         count: e.count,
         first_seen: e.first_seen.map(format_rfc3339),
         last_seen: e.last_seen.map(format_rfc3339),
-        top_groups: e.top_groups.iter().map(|(g, c)| TopGroup { group: g.clone(), count: *c }).collect(),
+        top_groups: e
+            .top_groups
+            .iter()
+            .map(|(g, c)| TopGroup {
+                group: g.clone(),
+                count: *c,
+            })
+            .collect(),
         share: e.share,
         samples: e.samples.clone(),
         fingerprint: fingerprint(&rule.id, key),
@@ -292,7 +375,13 @@ mod tests {
 
     fn step(a: &mut Alerts, r: &Rule, d: &mut Count, hits: &[i64], now: i64) -> Vec<Notification> {
         for &t in hits {
-            d.observe(&Hit { group: "n1", partition: "cluster", time: t * S, step: Step::Primary, sample: "x" });
+            d.observe(&Hit {
+                group: "n1",
+                partition: "cluster",
+                time: t * S,
+                step: Step::Primary,
+                sample: "x",
+            });
         }
         let mut st = Vec::new();
         d.evaluate(now * S, &mut st);
@@ -312,8 +401,8 @@ mod tests {
         assert!(step(&mut a, &r, &mut d, &[], 71).is_empty());
         assert_eq!(a.stats().pending_dropped, 1);
         // A sustained signal fires once it has been seen for 30 s.
-        let out = step(&mut a, &r, &mut d, &[100, 115], 115);
-        assert!(out.is_empty());
+        assert!(step(&mut a, &r, &mut d, &[100], 100).is_empty());
+        assert!(step(&mut a, &r, &mut d, &[115], 115).is_empty());
         let out = step(&mut a, &r, &mut d, &[130], 130);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].state, AlertState::Firing);
@@ -328,12 +417,18 @@ mod tests {
         let mut a = Alerts::new();
         assert_eq!(step(&mut a, &r, &mut d, &[0], 0).len(), 1);
         assert!(step(&mut a, &r, &mut d, &[], 59).is_empty());
-        assert!(step(&mut a, &r, &mut d, &[], 60).is_empty(), "inactive from 60 s");
+        assert!(
+            step(&mut a, &r, &mut d, &[], 60).is_empty(),
+            "inactive from 60 s"
+        );
         assert!(step(&mut a, &r, &mut d, &[], 89).is_empty());
         let out = step(&mut a, &r, &mut d, &[], 90);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].state, AlertState::Resolved);
-        assert_eq!(out[0].ends_at.as_deref(), Some(format_rfc3339(90 * S).as_str()));
+        assert_eq!(
+            out[0].ends_at.as_deref(),
+            Some(format_rfc3339(90 * S).as_str())
+        );
         assert_eq!(out[0].count, 1, "evidence survives until the resolve");
         // Repeat: keep matching for over an hour.
         let mut d = Count::new(1, 60 * S, 10);
@@ -342,7 +437,10 @@ mod tests {
         for t in (0..=3700).step_by(30) {
             all.extend(step(&mut a, &r, &mut d, &[t], t));
         }
-        assert_eq!(all.iter().map(|n| n.repeat).collect::<Vec<_>>(), vec![false, true]);
+        assert_eq!(
+            all.iter().map(|n| n.repeat).collect::<Vec<_>>(),
+            vec![false, true]
+        );
     }
 
     #[test]

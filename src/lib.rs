@@ -39,7 +39,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { live: false, lateness_ns: DEFAULT_LATENESS_NS }
+        Options {
+            live: false,
+            lateness_ns: DEFAULT_LATENESS_NS,
+        }
     }
 }
 
@@ -168,7 +171,13 @@ impl Engine {
     }
 
     /// Feeds one raw line. `arrival` is the wall clock in live mode.
-    pub fn push_line(&mut self, source: &Source, line: &str, arrival: Option<i64>, out: &mut Vec<Notification>) {
+    pub fn push_line(
+        &mut self,
+        source: &Source,
+        line: &str,
+        arrival: Option<i64>,
+        out: &mut Vec<Notification>,
+    ) {
         if let Some(p) = self.decoder.prepare(source, line, arrival) {
             self.ingest(&p, out);
         }
@@ -190,7 +199,10 @@ impl Engine {
             let keys = &self.rules.keys;
             let dec = &self.decoder;
             let get = |k: &str| dec.quick_lookup(p, k);
-            let group = rule.group_by.iter().find_map(|k| resolve_key(keys, k, &get));
+            let group = rule
+                .group_by
+                .iter()
+                .find_map(|k| resolve_key(keys, k, &get));
             if let Some(g) = group {
                 let part = match &self.partition_keys[ri] {
                     Some(k) => resolve_key(keys, k, &get),
@@ -234,7 +246,9 @@ impl Engine {
         let group = if rule.group_by.is_empty() {
             Some(CLUSTER.to_string())
         } else {
-            rule.group_by.iter().find_map(|k| resolve_key(keys, k, &get))
+            rule.group_by
+                .iter()
+                .find_map(|k| resolve_key(keys, k, &get))
         };
         let is_population = matches!(rule.detect, Detect::Spread(_) | Detect::Share(_));
         let group = match group {
@@ -260,10 +274,25 @@ impl Engine {
             }
             Role::Primary | Role::Then => {
                 self.stats.hits += 1;
-                let step = if role == Role::Then { Step::Then } else { Step::Primary };
-                let hit = Hit { group: &group, partition: &partition, time: event.time, step, sample: &event.text };
+                let step = if role == Role::Then {
+                    Step::Then
+                } else {
+                    Step::Primary
+                };
+                let hit = Hit {
+                    group: &group,
+                    partition: &partition,
+                    time: event.time,
+                    step,
+                    sample: &event.text,
+                };
                 self.detectors[ri].observe(&hit);
-                self.evaluate(ri, self.watermark.max(event.time.min(self.max_time.unwrap_or(event.time))), out);
+                self.evaluate(
+                    ri,
+                    self.watermark
+                        .max(event.time.min(self.max_time.unwrap_or(event.time))),
+                    out,
+                );
             }
         }
     }
@@ -272,7 +301,14 @@ impl Engine {
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
         let rule = &self.rules.rules[ri];
-        self.alerts.apply(ri, rule, &self.statuses, self.detectors[ri].as_ref(), now, out);
+        self.alerts.apply(
+            ri,
+            rule,
+            &self.statuses,
+            self.detectors[ri].as_ref(),
+            now,
+            out,
+        );
     }
 
     /// Evaluates every rule at `now` (event time).
@@ -343,7 +379,12 @@ pub fn check_examples(set: &RuleSet) -> Result<Vec<ExampleFailure>, MatcherError
                     None => false,
                 };
                 if matched != expected {
-                    failures.push(ExampleFailure { rule: rule.id.clone(), origin: rule.origin.clone(), expected_match: expected, line: line.clone() });
+                    failures.push(ExampleFailure {
+                        rule: rule.id.clone(),
+                        origin: rule.origin.clone(),
+                        expected_match: expected,
+                        line: line.clone(),
+                    });
                 }
             }
         }

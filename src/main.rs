@@ -17,7 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "sigwatch", version, about = "Recognise incident log signatures per node and cluster-wide, and page on-call.")]
+#[command(
+    name = "sigwatch",
+    version,
+    about = "Recognise incident log signatures per node and cluster-wide, and page on-call."
+)]
 struct Cli {
     /// Log level for sigwatch's own logs on stderr (error, warn, info, debug).
     #[arg(long, global = true, default_value = "info", env = "SIGWATCH_LOG")]
@@ -48,7 +52,12 @@ struct PipelineArgs {
     #[command(flatten)]
     rules: RulesArgs,
     /// Also POST every notification as JSON to this URL (env: SIGWATCH_WEBHOOK_URL).
-    #[arg(long, value_name = "URL", env = "SIGWATCH_WEBHOOK_URL", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SIGWATCH_WEBHOOK_URL",
+        hide_env_values = true
+    )]
     webhook: Option<String>,
     /// Do not print notifications on stdout (useful with --webhook).
     #[arg(long)]
@@ -98,7 +107,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(format!("sigwatch={}", cli.log_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("sigwatch=info"));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
     let result = match cli.cmd {
         Cmd::Check(a) => return check(&a),
         Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p))),
@@ -114,7 +127,11 @@ fn main() -> ExitCode {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("cannot start the runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")
 }
 
 fn check(a: &RulesArgs) -> ExitCode {
@@ -141,14 +158,22 @@ fn check(a: &RulesArgs) -> ExitCode {
             r.id,
             r.severity.as_str(),
             r.detect.kind(),
-            if r.group_by.is_empty() { "-".to_string() } else { r.group_by.join(",") },
+            if r.group_by.is_empty() {
+                "-".to_string()
+            } else {
+                r.group_by.join(",")
+            },
             m.len(),
             n.len(),
             r.origin.file,
             r.origin.line
         );
         if m.is_empty() || n.is_empty() {
-            println!("     warning: {} has no {} examples", r.id, if m.is_empty() { "match" } else { "no_match" });
+            println!(
+                "     warning: {} has no {} examples",
+                r.id,
+                if m.is_empty() { "match" } else { "no_match" }
+            );
         }
     }
     for f in &failures {
@@ -157,13 +182,23 @@ fn check(a: &RulesArgs) -> ExitCode {
             f.origin.file,
             f.origin.line,
             f.rule,
-            if f.expected_match { "should match but does not" } else { "should not match but does" },
+            if f.expected_match {
+                "should match but does not"
+            } else {
+                "should not match but does"
+            },
             "",
             f.line
         );
     }
     if failures.is_empty() {
-        println!("{} rules, {} literals, all examples pass", set.rules.len(), sigwatch::matcher::Matcher::new(&set).map(|m| m.literal_count()).unwrap_or(0));
+        println!(
+            "{} rules, {} literals, all examples pass",
+            set.rules.len(),
+            sigwatch::matcher::Matcher::new(&set)
+                .map(|m| m.literal_count())
+                .unwrap_or(0)
+        );
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -189,7 +224,13 @@ fn receivers(p: &PipelineArgs) -> Result<Vec<Arc<dyn Receiver>>> {
 fn build_engine(p: &PipelineArgs, live: bool) -> Result<Engine> {
     let set = load_rules(&p.rules).map_err(|e| anyhow::anyhow!("invalid rules:\n{e}"))?;
     tracing::info!(rules = set.rules.len(), "Rules loaded.");
-    Ok(Engine::new(set, Options { live, lateness_ns: p.lateness.ns() })?)
+    Ok(Engine::new(
+        set,
+        Options {
+            live,
+            lateness_ns: p.lateness.ns(),
+        },
+    )?)
 }
 
 async fn deliver(d: &Dispatcher, out: &mut Vec<Notification>) {
@@ -265,7 +306,8 @@ async fn run(p: PipelineArgs) -> Result<()> {
     // pushes back on the pipe when detection falls behind instead of buffering.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(String, i64)>(4096);
     std::thread::spawn(move || {
-        let mut lines = LineReader::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()));
+        let mut lines =
+            LineReader::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()));
         loop {
             match lines.next_line() {
                 Ok(Some(l)) => {

@@ -59,7 +59,10 @@ pub struct Scratch {
 
 fn json_escape(s: &str) -> String {
     let quoted = serde_json::to_string(s).unwrap_or_default();
-    quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or(s).to_string()
+    quoted
+        .get(1..quoted.len().saturating_sub(1))
+        .unwrap_or(s)
+        .to_string()
 }
 
 impl Matcher {
@@ -68,26 +71,32 @@ impl Matcher {
         let mut literal_ids: HashMap<String, usize> = HashMap::new();
         let mut patterns: Vec<String> = Vec::new();
         let mut pattern_literal = Vec::new();
-        let mut intern = |lit: &str, patterns: &mut Vec<String>, pattern_literal: &mut Vec<usize>| -> usize {
-            if let Some(id) = literal_ids.get(lit) {
-                return *id;
-            }
-            let id = literal_ids.len();
-            literal_ids.insert(lit.to_string(), id);
-            patterns.push(lit.to_string());
-            pattern_literal.push(id);
-            let esc = json_escape(lit);
-            if esc != lit {
-                patterns.push(esc);
+        let mut intern =
+            |lit: &str, patterns: &mut Vec<String>, pattern_literal: &mut Vec<usize>| -> usize {
+                if let Some(id) = literal_ids.get(lit) {
+                    return *id;
+                }
+                let id = literal_ids.len();
+                literal_ids.insert(lit.to_string(), id);
+                patterns.push(lit.to_string());
                 pattern_literal.push(id);
-            }
-            id
-        };
+                let esc = json_escape(lit);
+                if esc != lit {
+                    patterns.push(esc);
+                    pattern_literal.push(id);
+                }
+                id
+            };
         let mut plans = Vec::new();
         for c in &set.conditions {
             let mut required = Vec::new();
             if !c.any.is_empty() {
-                required.push(c.any.iter().map(|l| intern(l, &mut patterns, &mut pattern_literal)).collect());
+                required.push(
+                    c.any
+                        .iter()
+                        .map(|l| intern(l, &mut patterns, &mut pattern_literal))
+                        .collect(),
+                );
             }
             for l in &c.all {
                 required.push(vec![intern(l, &mut patterns, &mut pattern_literal)]);
@@ -106,10 +115,22 @@ impl Matcher {
                 if values.iter().any(|s| s.is_empty()) {
                     continue;
                 }
-                required.push(values.into_iter().map(|l| intern(l, &mut patterns, &mut pattern_literal)).collect());
+                required.push(
+                    values
+                        .into_iter()
+                        .map(|l| intern(l, &mut patterns, &mut pattern_literal))
+                        .collect(),
+                );
             }
-            let forbidden = c.none.iter().map(|l| intern(l, &mut patterns, &mut pattern_literal)).collect();
-            plans.push(CondPlan { required, forbidden });
+            let forbidden = c
+                .none
+                .iter()
+                .map(|l| intern(l, &mut patterns, &mut pattern_literal))
+                .collect();
+            plans.push(CondPlan {
+                required,
+                forbidden,
+            });
         }
         let literal_count = literal_ids.len();
         let mut literal_conds = vec![Vec::new(); literal_count];
@@ -130,11 +151,27 @@ impl Matcher {
             (None, None)
         } else {
             (
-                Some(AhoCorasickBuilder::new().match_kind(MatchKind::LeftmostFirst).build(&patterns)?),
-                Some(AhoCorasickBuilder::new().match_kind(MatchKind::Standard).build(&patterns)?),
+                Some(
+                    AhoCorasickBuilder::new()
+                        .match_kind(MatchKind::LeftmostFirst)
+                        .build(&patterns)?,
+                ),
+                Some(
+                    AhoCorasickBuilder::new()
+                        .match_kind(MatchKind::Standard)
+                        .build(&patterns)?,
+                ),
             )
         };
-        Ok(Matcher { prefilter, exact, pattern_literal, literal_conds, plans, always, literal_count })
+        Ok(Matcher {
+            prefilter,
+            exact,
+            pattern_literal,
+            literal_conds,
+            plans,
+            always,
+            literal_count,
+        })
     }
 
     /// Number of distinct literals in the automaton.
@@ -179,7 +216,11 @@ impl Matcher {
             }
         }
         for &cid in &self.always {
-            if self.plans[cid].forbidden.iter().all(|&l| !scratch.present[l]) {
+            if self.plans[cid]
+                .forbidden
+                .iter()
+                .all(|&l| !scratch.present[l])
+            {
                 scratch.candidates.push(cid);
             }
         }
@@ -189,7 +230,8 @@ impl Matcher {
 
     fn literals_hold(&self, cid: CondId, present: &[bool]) -> bool {
         let plan = &self.plans[cid];
-        plan.required.iter().all(|g| g.iter().any(|&l| present[l])) && plan.forbidden.iter().all(|&l| !present[l])
+        plan.required.iter().all(|g| g.iter().any(|&l| present[l]))
+            && plan.forbidden.iter().all(|&l| !present[l])
     }
 
     /// Confirms a candidate on the decoded event: regexes (adding named
@@ -201,12 +243,18 @@ impl Matcher {
             };
             for name in re.capture_names().flatten() {
                 if let Some(m) = caps.name(name) {
-                    event.captures.push((name.to_string(), m.as_str().to_string()));
+                    event
+                        .captures
+                        .push((name.to_string(), m.as_str().to_string()));
                 }
             }
         }
         for (k, v) in &cond.labels {
-            let val = event.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+            let val = event
+                .labels
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str());
             if !v.test(val) {
                 return false;
             }
@@ -268,7 +316,10 @@ rules:
         let m = Matcher::new(&s).unwrap();
         assert_eq!(cands(&m, "x failed to mark as draining"), vec![0]);
         assert_eq!(cands(&m, "dial redis: connection refused"), vec![1]);
-        assert_eq!(cands(&m, "redis connection refused redis: nil"), Vec::<usize>::new());
+        assert_eq!(
+            cands(&m, "redis connection refused redis: nil"),
+            Vec::<usize>::new()
+        );
         assert_eq!(cands(&m, "connection refused"), Vec::<usize>::new());
         assert_eq!(cands(&m, "draining RTP buffer"), Vec::<usize>::new());
     }
@@ -284,7 +335,13 @@ rules:
         let p = d.prepare(&Source::named("x"), line, None).unwrap();
         let mut e = d.event(&p);
         assert!(Matcher::confirm(&s.conditions[2], &mut e));
-        let p = d.prepare(&Source::named("x"), r#"{"msg":"EGRESS_FAILED seen","status":"EGRESS_OK"}"#, None).unwrap();
+        let p = d
+            .prepare(
+                &Source::named("x"),
+                r#"{"msg":"EGRESS_FAILED seen","status":"EGRESS_OK"}"#,
+                None,
+            )
+            .unwrap();
         let mut e = d.event(&p);
         assert!(!Matcher::confirm(&s.conditions[2], &mut e));
     }

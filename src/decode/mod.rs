@@ -38,7 +38,10 @@ pub struct Source {
 impl Source {
     /// A source with a name and no labels.
     pub fn named(name: &str) -> Source {
-        Source { name: name.to_string(), labels: Vec::new() }
+        Source {
+            name: name.to_string(),
+            labels: Vec::new(),
+        }
     }
 }
 
@@ -57,6 +60,8 @@ pub struct DecodeStats {
     pub streams_evicted: u64,
     /// Lines whose time came from no clock of their own or their stream.
     pub untimed: u64,
+    /// Streams found to mix producers (sticky inheritance turned off).
+    pub multiplexed_streams: u64,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +69,11 @@ struct StreamState {
     labels: Labels,
     last_time: Option<i64>,
     sticky: Vec<(String, String)>,
+    /// Values each sticky key had before its current one (a few, newest last).
+    previous: Vec<(String, String)>,
+    /// Set when a sticky value flips back to an older one: the stream mixes
+    /// several producers, so inheriting would misattribute lines.
+    multiplexed: bool,
     partial: Option<(String, Option<i64>)>,
 }
 
@@ -121,17 +131,27 @@ impl Event {
         if let Some(v) = self.fields.get(path) {
             return Some(v);
         }
-        self.sticky.iter().find(|(k, _)| k == path).map(|(_, v)| Cow::Borrowed(v.as_str()))
+        self.sticky
+            .iter()
+            .find(|(k, _)| k == path)
+            .map(|(_, v)| Cow::Borrowed(v.as_str()))
     }
 }
 
 fn label<'a>(labels: &'a [(String, String)], name: &str) -> Option<Cow<'a, str>> {
-    labels.iter().find(|(k, _)| k == name).map(|(_, v)| Cow::Borrowed(v.as_str()))
+    labels
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| Cow::Borrowed(v.as_str()))
 }
 
 /// Resolves a group key (an alias, `workload`, or a field path) through a
 /// lookup function; first present, non-empty value wins.
-pub fn resolve_key<'a>(keys: &KeyConfig, key: &str, get: &dyn Fn(&str) -> Option<Cow<'a, str>>) -> Option<String> {
+pub fn resolve_key<'a>(
+    keys: &KeyConfig,
+    key: &str,
+    get: &dyn Fn(&str) -> Option<Cow<'a, str>>,
+) -> Option<String> {
     if key == WORKLOAD_KEY {
         return resolve_key(keys, "pod", get).map(|p| workload_of(&p));
     }
@@ -159,7 +179,8 @@ pub fn workload_of(pod: &str) -> String {
     if last.len() == 5 {
         // Deployment pods carry a ReplicaSet hash (6–10 chars) before the suffix.
         if let Some((base2, hash)) = base.rsplit_once('-') {
-            let hashy = (6..=10).contains(&hash.len()) && hash.bytes().all(|b| b.is_ascii_alphanumeric());
+            let hashy =
+                (6..=10).contains(&hash.len()) && hash.bytes().all(|b| b.is_ascii_alphanumeric());
             if hashy && hash.bytes().any(|b| b.is_ascii_digit()) {
                 return base2.to_string();
             }
@@ -183,7 +204,13 @@ impl Decoder {
     /// no time of their own (replay never reads the clock).
     pub fn new(keys: &KeyConfig, live: bool) -> Decoder {
         let cap = NonZeroUsize::new(MAX_STREAMS).unwrap_or(NonZeroUsize::MIN);
-        Decoder { streams: LruCache::new(cap), sticky_keys: keys.sticky.clone(), last_time: None, live, stats: DecodeStats::default() }
+        Decoder {
+            streams: LruCache::new(cap),
+            sticky_keys: keys.sticky.clone(),
+            last_time: None,
+            live,
+            stats: DecodeStats::default(),
+        }
     }
 
     /// Counters.
@@ -198,30 +225,47 @@ impl Decoder {
 
     /// Unwraps a raw line. Returns None while a partial line is being
     /// reassembled. `arrival` is the wall-clock time in live mode.
-    pub fn prepare<'a>(&mut self, source: &Source, raw: &'a str, arrival: Option<i64>) -> Option<Prepared<'a>> {
+    pub fn prepare<'a>(
+        &mut self,
+        source: &Source,
+        raw: &'a str,
+        arrival: Option<i64>,
+    ) -> Option<Prepared<'a>> {
         self.stats.lines += 1;
         let raw = raw.strip_suffix('\n').unwrap_or(raw);
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         // Outer prefix first: kubectl --prefix, then stern.
-        let (prefix, rest): (Option<(String, String, Option<String>)>, Cow<'a, str>) = match wrapper::kubectl_prefix(raw) {
-            Some((p, r)) => (Some((p.pod.to_string(), p.container.to_string(), None)), Cow::Borrowed(r)),
-            None => match wrapper::strip_ansi(raw) {
-                Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
-                    Some((p, r)) => (
-                        Some((p.pod.to_string(), p.container.to_string(), p.namespace.map(str::to_string))),
-                        Cow::Borrowed(r),
-                    ),
-                    None => (None, Cow::Borrowed(b)),
+        let (prefix, rest): (Option<(String, String, Option<String>)>, Cow<'a, str>) =
+            match wrapper::kubectl_prefix(raw) {
+                Some((p, r)) => (
+                    Some((p.pod.to_string(), p.container.to_string(), None)),
+                    Cow::Borrowed(r),
+                ),
+                None => match wrapper::strip_ansi(raw) {
+                    Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
+                        Some((p, r)) => (
+                            Some((
+                                p.pod.to_string(),
+                                p.container.to_string(),
+                                p.namespace.map(str::to_string),
+                            )),
+                            Cow::Borrowed(r),
+                        ),
+                        None => (None, Cow::Borrowed(b)),
+                    },
+                    Cow::Owned(o) => match wrapper::stern_prefix(&o) {
+                        Some((p, r)) => (
+                            Some((
+                                p.pod.to_string(),
+                                p.container.to_string(),
+                                p.namespace.map(str::to_string),
+                            )),
+                            Cow::Owned(r.to_string()),
+                        ),
+                        None => (None, Cow::Owned(o)),
+                    },
                 },
-                Cow::Owned(o) => match wrapper::stern_prefix(&o) {
-                    Some((p, r)) => (
-                        Some((p.pod.to_string(), p.container.to_string(), p.namespace.map(str::to_string))),
-                        Cow::Owned(r.to_string()),
-                    ),
-                    None => (None, Cow::Owned(o)),
-                },
-            },
-        };
+            };
         let stream = match &prefix {
             Some((pod, container, _)) => format!("{}/{pod}/{container}", source.name),
             None => source.name.clone(),
@@ -238,31 +282,40 @@ impl Decoder {
             if self.streams.len() == self.streams.cap().get() {
                 self.stats.streams_evicted += 1;
             }
-            self.streams.put(stream.clone(), StreamState { labels: Arc::new(labels), ..StreamState::default() });
+            self.streams.put(
+                stream.clone(),
+                StreamState {
+                    labels: Arc::new(labels),
+                    ..StreamState::default()
+                },
+            );
         }
         // Container runtime wrapper.
-        let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) = match rest {
-            Cow::Borrowed(b) => match wrapper::cri(b).or_else(|| wrapper::docker(b)) {
-                Some(u) => (u.content, u.time, u.partial, true),
-                None => (Cow::Borrowed(b), None, false, false),
-            },
-            Cow::Owned(o) => {
-                let u = wrapper::cri(&o)
-                    .or_else(|| wrapper::docker(&o))
-                    .map(|u| (u.content.into_owned(), u.time, u.partial));
-                match u {
-                    Some((c, t, p)) => (Cow::Owned(c), t, p, true),
-                    None => (Cow::Owned(o), None, false, false),
+        let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) =
+            match rest {
+                Cow::Borrowed(b) => match wrapper::cri(b).or_else(|| wrapper::docker(b)) {
+                    Some(u) => (u.content, u.time, u.partial, true),
+                    None => (Cow::Borrowed(b), None, false, false),
+                },
+                Cow::Owned(o) => {
+                    let u = wrapper::cri(&o)
+                        .or_else(|| wrapper::docker(&o))
+                        .map(|u| (u.content.into_owned(), u.time, u.partial));
+                    match u {
+                        Some((c, t, p)) => (Cow::Owned(c), t, p, true),
+                        None => (Cow::Owned(o), None, false, false),
+                    }
                 }
-            }
-        };
+            };
         let (text, wrapper_time): (Cow<'a, str>, Option<i64>) = if !wrapped {
             (content, None)
         } else {
             let st = self.streams.get_mut(&stream)?;
             if partial {
                 self.stats.partial_chunks += 1;
-                let buf = st.partial.get_or_insert_with(|| (String::new(), wrapper_time));
+                let buf = st
+                    .partial
+                    .get_or_insert_with(|| (String::new(), wrapper_time));
                 let room = MAX_PARTIAL_BYTES.saturating_sub(buf.0.len());
                 if room >= content.len() {
                     buf.0.push_str(&content);
@@ -286,10 +339,21 @@ impl Decoder {
             }
         };
         let time = self.update_stream(&stream, &text, wrapper_time, arrival);
-        Some(Prepared { text, wrapper_time, stream, time })
+        Some(Prepared {
+            text,
+            wrapper_time,
+            stream,
+            time,
+        })
     }
 
-    fn update_stream(&mut self, stream: &str, text: &str, wrapper_time: Option<i64>, arrival: Option<i64>) -> i64 {
+    fn update_stream(
+        &mut self,
+        stream: &str,
+        text: &str,
+        wrapper_time: Option<i64>,
+        arrival: Option<i64>,
+    ) -> i64 {
         let global = self.last_time;
         let live = self.live;
         let Some(st) = self.streams.get_mut(stream) else {
@@ -310,18 +374,28 @@ impl Decoder {
         };
         st.last_time = Some(time);
         for key in &self.sticky_keys {
-            if let Some(v) = quick_get(text, key) {
-                if v.is_empty() {
-                    continue;
-                }
-                match st.sticky.iter_mut().find(|(k, _)| k == key) {
-                    Some(slot) => {
-                        if slot.1 != v {
-                            slot.1 = v.into_owned();
-                        }
+            let Some(v) = quick_get(text, key).filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            match st.sticky.iter().position(|(k, _)| k == key) {
+                Some(i) if st.sticky[i].1 == v => {}
+                Some(i) => {
+                    let old = std::mem::replace(&mut st.sticky[i].1, v.into_owned());
+                    let flips_back = st
+                        .previous
+                        .iter()
+                        .any(|(k, p)| k == key && *p == st.sticky[i].1);
+                    if flips_back && !st.multiplexed {
+                        st.multiplexed = true;
+                        self.stats.multiplexed_streams += 1;
+                        tracing::warn!(stream, key = key.as_str(), "Stream mixes several producers; sticky fields are not inherited on it.");
                     }
-                    None => st.sticky.push((key.clone(), v.into_owned())),
+                    st.previous.push((key.clone(), old));
+                    if st.previous.len() > 8 {
+                        st.previous.remove(0);
+                    }
                 }
+                None => st.sticky.push((key.clone(), v.into_owned())),
             }
         }
         self.last_time = Some(global.map_or(time, |g| g.max(time)));
@@ -345,7 +419,12 @@ impl Decoder {
                 return Some(Cow::Owned(v.into_owned()));
             }
         }
-        st.and_then(|s| s.sticky.iter().find(|(k, _)| k == path).map(|(_, v)| Cow::Borrowed(v.as_str())))
+        st.filter(|s| !s.multiplexed).and_then(|s| {
+            s.sticky
+                .iter()
+                .find(|(k, _)| k == path)
+                .map(|(_, v)| Cow::Borrowed(v.as_str()))
+        })
     }
 
     /// Fully decodes a prepared line into an event.
@@ -356,7 +435,14 @@ impl Decoder {
             self.stats.malformed += 1;
         }
         let (labels, sticky) = match self.streams.peek(&p.stream) {
-            Some(s) => (s.labels.clone(), s.sticky.clone()),
+            Some(s) => (
+                s.labels.clone(),
+                if s.multiplexed {
+                    Vec::new()
+                } else {
+                    s.sticky.clone()
+                },
+            ),
             None => (Labels::default(), Vec::new()),
         };
         Event {
@@ -411,21 +497,81 @@ mod tests {
         let p = d.prepare(&src, w, None).unwrap();
         let e = d.event(&p);
         let keys = KeyConfig::default();
-        assert_eq!(resolve_key(&keys, "node", &|k| e.get(k)).as_deref(), Some("ND_A"));
+        assert_eq!(
+            resolve_key(&keys, "node", &|k| e.get(k)).as_deref(),
+            Some("ND_A")
+        );
         assert_eq!(e.get("labels.pod").as_deref(), Some("lk-0"));
         assert_eq!(e.time, 1_714_564_900 * time::NS);
+    }
+
+    #[test]
+    fn a_multiplexed_stream_stops_inheriting() {
+        let mut d = dec();
+        let src = Source::named("stdin");
+        let keys = KeyConfig::default();
+        let node_of = |d: &mut Decoder, l: &str| {
+            let p = d.prepare(&src, l, None).unwrap();
+            let e = d.event(&p);
+            resolve_key(&keys, "node", &|k| e.get(k))
+        };
+        assert_eq!(
+            node_of(&mut d, r#"{"msg":"starting","nodeID":"ND_A"}"#).as_deref(),
+            Some("ND_A")
+        );
+        assert_eq!(
+            node_of(&mut d, r#"{"msg":"waiting for participants to exit"}"#).as_deref(),
+            Some("ND_A")
+        );
+        // A restart on the same stream legitimately changes the node.
+        assert_eq!(
+            node_of(&mut d, r#"{"msg":"starting","nodeID":"ND_B"}"#).as_deref(),
+            Some("ND_B")
+        );
+        assert_eq!(
+            node_of(&mut d, r#"{"msg":"waiting for participants to exit"}"#).as_deref(),
+            Some("ND_B")
+        );
+        // Flipping back to A means two producers share this stream.
+        assert_eq!(
+            node_of(&mut d, r#"{"msg":"x","nodeID":"ND_A"}"#).as_deref(),
+            Some("ND_A")
+        );
+        assert_eq!(
+            node_of(&mut d, r#"{"msg":"waiting for participants to exit"}"#),
+            None
+        );
+        assert_eq!(d.stats().multiplexed_streams, 1);
     }
 
     #[test]
     fn cri_partials_are_reassembled_and_bounded() {
         let mut d = dec();
         let src = Source::named("f");
-        assert!(d.prepare(&src, "2024-05-01T12:00:01.000000001Z stderr P {\"msg\":\"status update", None).is_none());
-        let p = d.prepare(&src, "2024-05-01T12:00:01.000000002Z stderr F  delayed, possible deadlock\"}", None).unwrap();
-        assert_eq!(p.text, "{\"msg\":\"status update delayed, possible deadlock\"}");
+        assert!(d
+            .prepare(
+                &src,
+                "2024-05-01T12:00:01.000000001Z stderr P {\"msg\":\"status update",
+                None
+            )
+            .is_none());
+        let p = d
+            .prepare(
+                &src,
+                "2024-05-01T12:00:01.000000002Z stderr F  delayed, possible deadlock\"}",
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            p.text,
+            "{\"msg\":\"status update delayed, possible deadlock\"}"
+        );
         let big = "x".repeat(MAX_PARTIAL_BYTES / 2 + 10);
-        assert!(d.prepare(&src, &format!("2024-05-01T12:00:02Z stdout P {big}"), None).is_none());
-        let p = d.prepare(&src, &format!("2024-05-01T12:00:02Z stdout P {big}"), None).unwrap();
+        assert!(d
+            .prepare(&src, &format!("2024-05-01T12:00:02Z stdout P {big}"), None)
+            .is_none());
+        let second = format!("2024-05-01T12:00:02Z stdout P {big}");
+        let p = d.prepare(&src, &second, None).unwrap();
         assert_eq!(p.text.len(), MAX_PARTIAL_BYTES);
         assert_eq!(d.stats().partial_overflow, 1);
     }
@@ -434,17 +580,26 @@ mod tests {
     fn lines_without_time_take_their_streams_time() {
         let mut d = dec();
         let src = Source::named("s");
-        d.prepare(&src, "[pod/a-0/c] {\"ts\":1714564800,\"msg\":\"x\"}", None).unwrap();
-        let p = d.prepare(&src, "[pod/a-0/c] could not register node: READONLY", None).unwrap();
+        d.prepare(&src, "[pod/a-0/c] {\"ts\":1714564800,\"msg\":\"x\"}", None)
+            .unwrap();
+        let p = d
+            .prepare(&src, "[pod/a-0/c] could not register node: READONLY", None)
+            .unwrap();
         assert_eq!(p.time, 1_714_564_800 * time::NS);
-        let fresh = Decoder::new(&KeyConfig::default(), true).prepare(&src, "plain", Some(42)).unwrap().time;
+        let fresh = Decoder::new(&KeyConfig::default(), true)
+            .prepare(&src, "plain", Some(42))
+            .unwrap()
+            .time;
         assert_eq!(fresh, 42);
     }
 
     #[test]
     fn workloads_from_pod_names() {
         assert_eq!(workload_of("api-7c9d8f6b5-x2x7q"), "api");
-        assert_eq!(workload_of("livekit-server-7c9d8f6b5-x2x7q"), "livekit-server");
+        assert_eq!(
+            workload_of("livekit-server-7c9d8f6b5-x2x7q"),
+            "livekit-server"
+        );
         assert_eq!(workload_of("livekit-server-0"), "livekit-server");
         assert_eq!(workload_of("node-exporter-abcde"), "node-exporter");
         assert_eq!(workload_of("livekit/egress-12"), "egress");

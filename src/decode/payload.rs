@@ -43,9 +43,8 @@ impl Level {
             "info" | "information" | "notice" | "i" | "5" | "6" => Level::Info,
             "warn" | "warning" | "w" | "4" => Level::Warn,
             "error" | "err" | "e" | "3" => Level::Error,
-            "fatal" | "panic" | "dpanic" | "critical" | "crit" | "alert" | "emerg" | "f" | "0" | "1" | "2" => {
-                Level::Fatal
-            }
+            "fatal" | "panic" | "dpanic" | "critical" | "crit" | "alert" | "emerg" | "f" | "0"
+            | "1" | "2" => Level::Fatal,
             _ => return None,
         })
     }
@@ -85,7 +84,11 @@ impl Fields {
     pub fn get(&self, path: &str) -> Option<Cow<'_, str>> {
         match self {
             Fields::None => None,
-            Fields::Pairs(p) => p.iter().rev().find(|(k, _)| k == path).map(|(_, v)| Cow::Borrowed(v.as_str())),
+            Fields::Pairs(p) => p
+                .iter()
+                .rev()
+                .find(|(k, _)| k == path)
+                .map(|(_, v)| Cow::Borrowed(v.as_str())),
             Fields::Json(m) => json_path(m, path).and_then(value_str),
         }
     }
@@ -138,7 +141,14 @@ pub struct Payload {
 }
 
 const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log"];
-const TIME_KEYS: &[&str] = &["ts", "time", "timestamp", "@timestamp", "eventTime", "lastTimestamp"];
+const TIME_KEYS: &[&str] = &[
+    "ts",
+    "time",
+    "timestamp",
+    "@timestamp",
+    "eventTime",
+    "lastTimestamp",
+];
 const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
 
 /// Decodes a payload. `reference` is a nearby known time used to complete
@@ -167,7 +177,14 @@ pub fn decode(text: &str, reference: Option<i64>) -> Payload {
 }
 
 fn plain(t: &str, malformed: bool) -> Payload {
-    Payload { format: Format::Plain, time: None, level: None, message: t.to_string(), fields: Fields::None, malformed }
+    Payload {
+        format: Format::Plain,
+        time: None,
+        level: None,
+        message: t.to_string(),
+        fields: Fields::None,
+        malformed,
+    }
 }
 
 fn decode_json(t: &str) -> Payload {
@@ -177,29 +194,51 @@ fn decode_json(t: &str) -> Payload {
         _ => return plain(t, true),
     };
     let fields = Fields::Json(map);
-    let message = MSG_KEYS.iter().find_map(|k| fields.get(k)).map(|c| c.into_owned()).unwrap_or_default();
+    let message = MSG_KEYS
+        .iter()
+        .find_map(|k| fields.get(k))
+        .map(|c| c.into_owned())
+        .unwrap_or_default();
     let time = json_time(&fields);
-    let level = LEVEL_KEYS.iter().find_map(|k| fields.get(k).and_then(|v| Level::parse(&v)));
+    let level = LEVEL_KEYS
+        .iter()
+        .find_map(|k| fields.get(k).and_then(|v| Level::parse(&v)));
     // Kubernetes events carry their severity as type: Warning / Normal.
     let level = level.or_else(|| match fields.get("type").as_deref() {
         Some("Warning") => Some(Level::Warn),
         Some("Normal") => Some(Level::Info),
         _ => None,
     });
-    Payload { format: Format::Json, time, level, message, fields, malformed: false }
+    Payload {
+        format: Format::Json,
+        time,
+        level,
+        message,
+        fields,
+        malformed: false,
+    }
 }
 
 fn json_time(fields: &Fields) -> Option<i64> {
-    if let Some(us) = fields.get("__REALTIME_TIMESTAMP").and_then(|v| v.parse::<i64>().ok()) {
+    if let Some(us) = fields
+        .get("__REALTIME_TIMESTAMP")
+        .and_then(|v| v.parse::<i64>().ok())
+    {
         return Some(us.saturating_mul(1000));
     }
-    TIME_KEYS.iter().find_map(|k| fields.get(k).and_then(|v| parse_any(&v)))
+    TIME_KEYS
+        .iter()
+        .find_map(|k| fields.get(k).and_then(|v| parse_any(&v)))
 }
 
-const CONSOLE_LEVELS: &[&str] = &["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "DPANIC", "PANIC", "FATAL"];
+const CONSOLE_LEVELS: &[&str] = &[
+    "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "DPANIC", "PANIC", "FATAL",
+];
 
 fn is_caller(s: &str) -> bool {
-    s.rsplit_once(':').is_some_and(|(f, l)| f.contains('.') && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+    s.rsplit_once(':').is_some_and(|(f, l)| {
+        f.contains('.') && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// zap console: tab separated, or with the tabs turned into runs of spaces
@@ -218,7 +257,11 @@ fn decode_console(t: &str) -> Option<Payload> {
     }
     let rest = rest.trim_start_matches([' ', '\t']);
     // Trailing JSON object of fields.
-    let (head, fields) = match rest.find("\t{").or_else(|| rest.find("  {\"")).or_else(|| rest.find(" {\"")) {
+    let (head, fields) = match rest
+        .find("\t{")
+        .or_else(|| rest.find("  {\""))
+        .or_else(|| rest.find(" {\""))
+    {
         Some(i) if rest.trim_end().ends_with('}') => {
             let js = rest[i..].trim();
             match serde_json::from_str::<Value>(js) {
@@ -232,20 +275,34 @@ fn decode_console(t: &str) -> Option<Payload> {
     let parts: Vec<&str> = if head.contains('\t') {
         head.split('\t').collect()
     } else {
-        head.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect()
+        head.split("  ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
     };
     let mut fields_out = fields;
     let message = match parts.iter().position(|p| is_caller(p.trim())) {
         Some(ci) => {
             let logger = if ci > 0 { Some(parts[0].trim()) } else { None };
             if let (Some(l), Fields::Json(m)) = (logger, &mut fields_out) {
-                m.entry("logger").or_insert_with(|| Value::String(l.to_string()));
+                m.entry("logger")
+                    .or_insert_with(|| Value::String(l.to_string()));
             }
             parts[ci + 1..].join(" ").trim().to_string()
         }
-        None => parts.last().map(|s| s.trim().to_string()).unwrap_or_default(),
+        None => parts
+            .last()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
     };
-    Some(Payload { format: Format::Console, time: Some(time), level: Level::parse(lvl), message, fields: fields_out, malformed: false })
+    Some(Payload {
+        format: Format::Console,
+        time: Some(time),
+        level: Level::parse(lvl),
+        message,
+        fields: fields_out,
+        malformed: false,
+    })
 }
 
 /// `May 01 12:00:40 node-a kubelet[1187]: rest` (journalctl short output).
@@ -265,7 +322,10 @@ fn decode_syslog(t: &str, reference: Option<i64>) -> Option<Payload> {
     if p.format == Format::Plain && !p.malformed {
         p.time = None;
     }
-    let mut pairs = vec![("host".to_string(), host.to_string()), ("program".to_string(), program.to_string())];
+    let mut pairs = vec![
+        ("host".to_string(), host.to_string()),
+        ("program".to_string(), program.to_string()),
+    ];
     match &mut p.fields {
         Fields::Json(m) => {
             for (k, v) in pairs {
@@ -289,7 +349,11 @@ fn now_ns() -> i64 {
 /// klog: `I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" k="v"`.
 fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
     let b = t.as_bytes();
-    if b.len() < 22 || !matches!(b[0], b'I' | b'W' | b'E' | b'F') || !b[1..5].iter().all(u8::is_ascii_digit) || b[5] != b' ' {
+    if b.len() < 22
+        || !matches!(b[0], b'I' | b'W' | b'E' | b'F')
+        || !b[1..5].iter().all(u8::is_ascii_digit)
+        || b[5] != b' '
+    {
         return None;
     }
     let month: u32 = t[1..3].parse().ok()?;
@@ -297,7 +361,9 @@ fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
     let rest = &t[6..];
     let (clock, rest) = rest.split_once(' ')?;
     let clock = parse_clock(clock)?;
-    let close = rest.find("] ").or_else(|| rest.strip_suffix(']').map(|r| r.len()))?;
+    let close = rest
+        .find("] ")
+        .or_else(|| rest.strip_suffix(']').map(|r| r.len()))?;
     let header = rest[..close].trim();
     if !header.split_whitespace().last().is_some_and(is_caller) {
         return None;
@@ -312,7 +378,14 @@ fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
     } else {
         (body.to_string(), Vec::new())
     };
-    Some(Payload { format: Format::Klog, time, level, message, fields: Fields::Pairs(pairs), malformed: false })
+    Some(Payload {
+        format: Format::Klog,
+        time,
+        level,
+        message,
+        fields: Fields::Pairs(pairs),
+        malformed: false,
+    })
 }
 
 /// Go `log` prefix: `[prefix: ]2024/05/01 12:00:03[.micro] rest`.
@@ -333,26 +406,53 @@ fn decode_golog(t: &str) -> Option<Payload> {
     let c = parse_clock(clock)?;
     let time = time::from_parts(y, mo, d, c.0, c.1, c.2, c.3)?;
     let lower = t.to_ascii_lowercase();
-    let level = if lower.contains("error") || lower.contains("failed") { Some(Level::Error) } else { None };
-    Some(Payload { format: Format::GoLog, time: Some(time), level, message: t.to_string(), fields: Fields::None, malformed: false })
+    let level = if lower.contains("error") || lower.contains("failed") {
+        Some(Level::Error)
+    } else {
+        None
+    };
+    Some(Payload {
+        format: Format::GoLog,
+        time: Some(time),
+        level,
+        message: t.to_string(),
+        fields: Fields::None,
+        malformed: false,
+    })
 }
 
 /// logfmt: at least two `key=value` pairs and the first token is one.
 fn decode_logfmt(t: &str) -> Option<Payload> {
     let first = t.split(' ').next()?;
     let (k, _) = first.split_once('=')?;
-    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-') {
+    if k.is_empty()
+        || !k
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+    {
         return None;
     }
     let pairs = parse_pairs(t);
     if pairs.len() < 2 {
         return None;
     }
-    let get = |names: &[&str]| pairs.iter().find(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| v.clone());
+    let get = |names: &[&str]| {
+        pairs
+            .iter()
+            .find(|(k, _)| names.contains(&k.as_str()))
+            .map(|(_, v)| v.clone())
+    };
     let message = get(&["msg", "message"]).unwrap_or_default();
     let time = get(&["ts", "time", "t", "timestamp"]).and_then(|v| parse_any(&v));
     let level = get(&["level", "lvl", "severity"]).and_then(|v| Level::parse(&v));
-    Some(Payload { format: Format::Logfmt, time, level, message, fields: Fields::Pairs(pairs), malformed: false })
+    Some(Payload {
+        format: Format::Logfmt,
+        time,
+        level,
+        message,
+        fields: Fields::Pairs(pairs),
+        malformed: false,
+    })
 }
 
 /// Reads a Go-quoted string body (after the opening quote); returns the
@@ -471,7 +571,9 @@ fn json_scalar_at(text: &str, j: usize) -> Option<Cow<'_, str>> {
         if !escaped {
             return Some(Cow::Borrowed(raw));
         }
-        return serde_json::from_str::<String>(&format!("\"{raw}\"")).ok().map(Cow::Owned);
+        return serde_json::from_str::<String>(&format!("\"{raw}\""))
+            .ok()
+            .map(Cow::Owned);
     }
     let end = rest.find([',', '}', ' ', ']']).unwrap_or(rest.len());
     let v = &rest[..end];
@@ -488,7 +590,9 @@ pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
         if let Some(us) = quick_get(t, "__REALTIME_TIMESTAMP").and_then(|v| v.parse::<i64>().ok()) {
             return Some(us.saturating_mul(1000));
         }
-        return TIME_KEYS.iter().find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)));
+        return TIME_KEYS
+            .iter()
+            .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)));
     }
     let b = t.as_bytes();
     if b.len() >= 20 && b[0].is_ascii_digit() && b[4] == b'-' {
@@ -497,7 +601,9 @@ pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
     }
     if b.first().is_some_and(u8::is_ascii_uppercase) {
         // klog or syslog: the full decoders are cheap for these headers.
-        return decode_syslog(t, reference).or_else(|| decode_klog(t, reference)).and_then(|p| p.time);
+        return decode_syslog(t, reference)
+            .or_else(|| decode_klog(t, reference))
+            .and_then(|p| p.time);
     }
     if let Some(p) = decode_golog(t) {
         return p.time;
@@ -520,17 +626,24 @@ mod tests {
 
     #[test]
     fn zap_json_with_duplicate_keys() {
-        let p = decode(r#"{"level":"error","ts":1714568400.5533901,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_a","nodeID":"ND_b"}"#, None);
+        let p = decode(
+            r#"{"level":"error","ts":1714568400.5533901,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_a","nodeID":"ND_b"}"#,
+            None,
+        );
         assert_eq!(p.format, Format::Json);
         assert_eq!(p.level, Some(Level::Error));
         assert_eq!(p.message, "failed to mark as draining");
         assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_b"));
-        assert_eq!(p.time, Some(1_714_568_400_553_390_100));
+        // serde_json reads floats as f64: microsecond precision at epoch scale.
+        assert!((p.time.unwrap() - 1_714_568_400_553_390_100).abs() < 1_000);
     }
 
     #[test]
     fn nested_and_dotted_paths() {
-        let p = decode(r#"{"source":{"host":"node-a"},"rtc.portTCP":7881,"involvedObject":{"name":"p-1"}}"#, None);
+        let p = decode(
+            r#"{"source":{"host":"node-a"},"rtc.portTCP":7881,"involvedObject":{"name":"p-1"}}"#,
+            None,
+        );
         assert_eq!(p.fields.get("source.host").as_deref(), Some("node-a"));
         assert_eq!(p.fields.get("rtc.portTCP").as_deref(), Some("7881"));
         assert_eq!(p.fields.get("involvedObject.name").as_deref(), Some("p-1"));
@@ -549,7 +662,10 @@ mod tests {
         assert_eq!(p.format, Format::Console);
         assert_eq!(p.level, Some(Level::Error));
         assert_eq!(p.message, "failed to create egress");
-        assert_eq!(p.fields.get("error").as_deref(), Some("no response from servers"));
+        assert_eq!(
+            p.fields.get("error").as_deref(),
+            Some("no response from servers")
+        );
         let offs = decode("2024-07-17T12:19:35.209+0300\tINFO\tlivekit\trtc/participant.go:874\tparticipant closing\t{\"room\": \"r\"}", None);
         assert_eq!(offs.time, parse_rfc3339("2024-07-17T09:19:35.209Z"));
     }
@@ -561,16 +677,25 @@ mod tests {
         let p = decode(l, reference);
         assert_eq!(p.format, Format::Klog);
         assert_eq!(p.message, "Probe failed");
-        assert_eq!(p.fields.get("pod").as_deref(), Some("livekit/livekit-server-0"));
+        assert_eq!(
+            p.fields.get("pod").as_deref(),
+            Some("livekit/livekit-server-0")
+        );
         assert_eq!(p.time, parse_rfc3339("2024-05-01T12:00:40.118204Z"));
         let s = format!("May 01 12:00:40 node-a kubelet[1187]: {l}");
         let p = decode(&s, reference);
         assert_eq!(p.format, Format::Klog);
         assert_eq!(p.fields.get("host").as_deref(), Some("node-a"));
         assert_eq!(p.fields.get("probeType").as_deref(), Some("Liveness"));
-        let e = decode(r#"E0501 12:03:02.145522 1187 pod_workers.go:1298] "Error syncing pod, skipping" err="failed to \"StartContainer\"""#, reference);
+        let e = decode(
+            r#"E0501 12:03:02.145522 1187 pod_workers.go:1298] "Error syncing pod, skipping" err="failed to \"StartContainer\"""#,
+            reference,
+        );
         assert_eq!(e.level, Some(Level::Error));
-        assert_eq!(e.fields.get("err").as_deref(), Some("failed to \"StartContainer\""));
+        assert_eq!(
+            e.fields.get("err").as_deref(),
+            Some("failed to \"StartContainer\"")
+        );
     }
 
     #[test]
@@ -578,11 +703,17 @@ mod tests {
         let g = decode("redis: 2024/05/01 12:00:03 pool.go:762: redis: connection pool: failed to dial after 5 attempts: dial tcp 10.0.0.21:6379: connect: connection refused", None);
         assert_eq!(g.format, Format::GoLog);
         assert_eq!(g.time, parse_rfc3339("2024-05-01T12:00:03Z"));
-        let l = decode(r#"time=2024-05-01T12:00:00Z level=warn msg="slow request" upstream=10.2.0.14:9090"#, None);
+        let l = decode(
+            r#"time=2024-05-01T12:00:00Z level=warn msg="slow request" upstream=10.2.0.14:9090"#,
+            None,
+        );
         assert_eq!(l.format, Format::Logfmt);
         assert_eq!(l.level, Some(Level::Warn));
         assert_eq!(l.fields.get("upstream").as_deref(), Some("10.2.0.14:9090"));
-        let p = decode("could not register node: READONLY You can't write against a read only replica.", None);
+        let p = decode(
+            "could not register node: READONLY You can't write against a read only replica.",
+            None,
+        );
         assert_eq!(p.format, Format::Plain);
         let bad = decode("{\"level\":\"info\",\"msg\":\"trunc", None);
         assert!(bad.malformed);
@@ -593,9 +724,18 @@ mod tests {
     fn quick_get_finds_keys_not_values() {
         let t = r#"{"msg":"nodeID changed","nodeID":"ND_x","a":{"nodeID2":1}}"#;
         assert_eq!(quick_get(t, "nodeID").as_deref(), Some("ND_x"));
-        assert_eq!(quick_get(r#"{"a": 1, "nodeID": "ND_\"q"}"#, "nodeID").as_deref(), Some("ND_\"q"));
-        assert_eq!(quick_get(r#"x="1" pod="ns/p-0" podUID="u""#, "pod").as_deref(), Some("ns/p-0"));
-        assert_eq!(quick_get(r#"{"ts":1714568400.5,"x":1}"#, "ts").as_deref(), Some("1714568400.5"));
+        assert_eq!(
+            quick_get(r#"{"a": 1, "nodeID": "ND_\"q"}"#, "nodeID").as_deref(),
+            Some("ND_\"q")
+        );
+        assert_eq!(
+            quick_get(r#"x="1" pod="ns/p-0" podUID="u""#, "pod").as_deref(),
+            Some("ns/p-0")
+        );
+        assert_eq!(
+            quick_get(r#"{"ts":1714568400.5,"x":1}"#, "ts").as_deref(),
+            Some("1714568400.5")
+        );
         assert_eq!(quick_get(r#"{"apod":"x"}"#, "pod"), None);
     }
 

@@ -25,7 +25,11 @@ pub fn parse_epoch(s: &str) -> Option<i64> {
         // Seconds with a fraction: split to keep nanosecond precision.
         let (int, frac) = s.split_once('.').unwrap_or((s, ""));
         let secs: i64 = int.parse().ok()?;
-        let mut digits: String = frac.chars().take_while(|c| c.is_ascii_digit()).take(9).collect();
+        let mut digits: String = frac
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .take(9)
+            .collect();
         while digits.len() < 9 {
             digits.push('0');
         }
@@ -59,7 +63,11 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return t.timestamp_nanos_opt();
     }
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z", "%Y-%m-%dT%H:%M:%S%.fZ"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%d %H:%M:%S%.f%z",
+        "%Y-%m-%dT%H:%M:%S%.fZ",
+    ] {
         if let Ok(t) = DateTime::parse_from_str(s, fmt) {
             return t.timestamp_nanos_opt();
         }
@@ -83,7 +91,15 @@ pub fn year_of(ns: i64) -> i32 {
 }
 
 /// Builds a UTC time from parts; None if out of range.
-pub fn from_parts(year: i32, month: u32, day: u32, h: u32, m: u32, s: u32, nanos: u32) -> Option<i64> {
+pub fn from_parts(
+    year: i32,
+    month: u32,
+    day: u32,
+    h: u32,
+    m: u32,
+    s: u32,
+    nanos: u32,
+) -> Option<i64> {
     let d = NaiveDate::from_ymd_opt(year, month, day)?;
     let t = d.and_hms_nano_opt(h, m, s, nanos)?;
     Utc.from_utc_datetime(&t).timestamp_nanos_opt()
@@ -91,7 +107,9 @@ pub fn from_parts(year: i32, month: u32, day: u32, h: u32, m: u32, s: u32, nanos
 
 /// Formats nanoseconds as RFC 3339 UTC with millisecond precision.
 pub fn format_rfc3339(ns: i64) -> String {
-    DateTime::from_timestamp_nanos(ns).format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    DateTime::from_timestamp_nanos(ns)
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
 /// Parses `12:00:40.118204` into (h, m, s, nanos).
@@ -113,14 +131,21 @@ pub fn parse_clock(s: &str) -> Option<(u32, u32, u32, u32)> {
 
 /// Month number from a three-letter English abbreviation.
 pub fn month_from_abbrev(s: &str) -> Option<u32> {
-    const M: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const M: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     M.iter().position(|m| *m == s).map(|i| i as u32 + 1)
 }
 
 /// Resolves a stamp without a year against a reference time: the year of the
 /// reference, moved back one year if that would put the stamp more than a
 /// day in the reference's future (December logs read in January).
-pub fn with_inferred_year(reference: i64, month: u32, day: u32, clock: (u32, u32, u32, u32)) -> Option<i64> {
+pub fn with_inferred_year(
+    reference: i64,
+    month: u32,
+    day: u32,
+    clock: (u32, u32, u32, u32),
+) -> Option<i64> {
     let y = year_of(reference);
     let t = from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3)?;
     if t > reference + 86_400 * NS {
@@ -136,11 +161,23 @@ mod tests {
 
     #[test]
     fn epoch_units() {
-        assert_eq!(parse_epoch("1714568400.5533901"), Some(1_714_568_400_553_390_100));
+        assert_eq!(
+            parse_epoch("1714568400.5533901"),
+            Some(1_714_568_400_553_390_100)
+        );
         assert_eq!(parse_epoch("1714568400"), Some(1_714_568_400 * NS));
-        assert_eq!(parse_epoch("1714568400123"), Some(1_714_568_400_123_000_000));
-        assert_eq!(parse_epoch("1714568400123456"), Some(1_714_568_400_123_456_000));
-        assert_eq!(parse_epoch("1714568400123456789"), Some(1_714_568_400_123_456_789));
+        assert_eq!(
+            parse_epoch("1714568400123"),
+            Some(1_714_568_400_123_000_000)
+        );
+        assert_eq!(
+            parse_epoch("1714568400123456"),
+            Some(1_714_568_400_123_456_000)
+        );
+        assert_eq!(
+            parse_epoch("1714568400123456789"),
+            Some(1_714_568_400_123_456_789)
+        );
         assert_eq!(parse_epoch("abc"), None);
         assert_eq!(parse_epoch("-5"), None);
     }
@@ -150,9 +187,15 @@ mod tests {
         let z = parse_rfc3339("2024-05-01T12:00:00.553412876Z").unwrap();
         assert_eq!(z, 1_714_564_800_553_412_876);
         assert_eq!(parse_rfc3339("2024-05-01T15:00:00.553412876+0300"), Some(z));
-        assert_eq!(parse_rfc3339("2024-05-01T15:00:00.553412876+03:00"), Some(z));
+        assert_eq!(
+            parse_rfc3339("2024-05-01T15:00:00.553412876+03:00"),
+            Some(z)
+        );
         assert_eq!(parse_rfc3339("2024-05-01 12:00:00.553412876"), Some(z));
-        assert_eq!(parse_rfc3339("2024-05-01T12:00:00Z"), Some(1_714_564_800 * NS));
+        assert_eq!(
+            parse_rfc3339("2024-05-01T12:00:00Z"),
+            Some(1_714_564_800 * NS)
+        );
         assert_eq!(parse_rfc3339("not a time at all!!"), None);
     }
 

@@ -29,7 +29,14 @@ pub fn kubectl_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
     if pod.is_empty() || container.is_empty() || container.contains('/') || inner.contains(' ') {
         return None;
     }
-    Some((Prefix { pod, container, namespace: None }, &rest[end + 2..]))
+    Some((
+        Prefix {
+            pod,
+            container,
+            namespace: None,
+        },
+        &rest[end + 2..],
+    ))
 }
 
 /// Removes ANSI colour sequences (`ESC [ … m`), which stern adds by default.
@@ -57,7 +64,8 @@ pub fn strip_ansi(line: &str) -> Cow<'_, str> {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -74,8 +82,12 @@ pub fn looks_like_pod(s: &str) -> bool {
     if base.is_empty() {
         return false;
     }
-    let generated = suffix.len() == 5 && suffix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    let ordinal = !suffix.is_empty() && suffix.len() <= 4 && suffix.bytes().all(|b| b.is_ascii_digit());
+    let generated = suffix.len() == 5
+        && suffix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let ordinal =
+        !suffix.is_empty() && suffix.len() <= 4 && suffix.bytes().all(|b| b.is_ascii_digit());
     generated || ordinal
 }
 
@@ -90,11 +102,25 @@ pub fn stern_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
     let rest3 = it.next();
     if looks_like_pod(a) && is_dns_label(b) {
         let rest = &line[a.len() + b.len() + 2..];
-        return Some((Prefix { pod: a, container: b, namespace: None }, rest));
+        return Some((
+            Prefix {
+                pod: a,
+                container: b,
+                namespace: None,
+            },
+            rest,
+        ));
     }
     if is_dns_label(a) && looks_like_pod(b) && is_dns_label(c) {
         let rest = rest3.unwrap_or("");
-        return Some((Prefix { pod: b, container: c, namespace: Some(a) }, rest));
+        return Some((
+            Prefix {
+                pod: b,
+                container: c,
+                namespace: Some(a),
+            },
+            rest,
+        ));
     }
     None
 }
@@ -137,7 +163,12 @@ pub fn cri(line: &str) -> Option<Unwrapped<'_>> {
     };
     let time = parse_rfc3339(&line[..sp1]);
     time?;
-    Some(Unwrapped { content: Cow::Borrowed(content), time, stream: Some(stream), partial })
+    Some(Unwrapped {
+        content: Cow::Borrowed(content),
+        time,
+        stream: Some(stream),
+        partial,
+    })
 }
 
 #[derive(serde::Deserialize)]
@@ -178,7 +209,9 @@ mod tests {
 
     #[test]
     fn kubectl_prefix_is_split() {
-        let (p, rest) = kubectl_prefix("[pod/livekit-server-7c9d8f6b5-x2x7q/livekit-server] {\"a\":1}").unwrap();
+        let (p, rest) =
+            kubectl_prefix("[pod/livekit-server-7c9d8f6b5-x2x7q/livekit-server] {\"a\":1}")
+                .unwrap();
         assert_eq!(p.pod, "livekit-server-7c9d8f6b5-x2x7q");
         assert_eq!(p.container, "livekit-server");
         assert_eq!(rest, "{\"a\":1}");
@@ -189,7 +222,10 @@ mod tests {
     #[test]
     fn stern_prefix_needs_a_pod_like_name() {
         let (p, rest) = stern_prefix("egress-5f7d9c8b4-qx2lm egress {\"level\":\"info\"}").unwrap();
-        assert_eq!((p.pod, p.container, rest), ("egress-5f7d9c8b4-qx2lm", "egress", "{\"level\":\"info\"}"));
+        assert_eq!(
+            (p.pod, p.container, rest),
+            ("egress-5f7d9c8b4-qx2lm", "egress", "{\"level\":\"info\"}")
+        );
         let (p, _) = stern_prefix("livekit livekit-server-0 livekit-server hello").unwrap();
         assert_eq!((p.namespace, p.pod), (Some("livekit"), "livekit-server-0"));
         assert!(stern_prefix("back-off restarting failed container").is_none());
@@ -201,7 +237,10 @@ mod tests {
     #[test]
     fn cri_full_and_partial() {
         let u = cri("2024-05-01T12:00:00.553412876Z stderr F {\"msg\":\"x\"}").unwrap();
-        assert_eq!((u.content.as_ref(), u.stream, u.partial), ("{\"msg\":\"x\"}", Some("stderr"), false));
+        assert_eq!(
+            (u.content.as_ref(), u.stream, u.partial),
+            ("{\"msg\":\"x\"}", Some("stderr"), false)
+        );
         assert_eq!(u.time, Some(1_714_564_800_553_412_876));
         let p = cri("2024-05-01T12:00:01.000000001Z stdout P part one").unwrap();
         assert!(p.partial);
@@ -217,7 +256,10 @@ mod tests {
         assert_eq!(u.content, "{\"msg\":\"a <b>\"}");
         assert!(!u.partial);
         assert_eq!(u.stream, Some("stderr"));
-        let p = docker(r#"{"log":"chunk without newline","stream":"stdout","time":"2024-05-01T12:00:00Z"}"#).unwrap();
+        let p = docker(
+            r#"{"log":"chunk without newline","stream":"stdout","time":"2024-05-01T12:00:00Z"}"#,
+        )
+        .unwrap();
         assert!(p.partial);
     }
 }

@@ -11,7 +11,7 @@ struct G {
     last: i64,
     count: u64,
     samples: Vec<String>,
-    active: bool,
+    since: Option<i64>,
 }
 
 /// The absent detector.
@@ -23,13 +23,21 @@ pub struct Absent {
 impl Absent {
     /// Absent after `for_` ns of silence.
     pub fn new(for_: i64, max_groups: usize) -> Absent {
-        Absent { for_, groups: Groups::new(max_groups) }
+        Absent {
+            for_,
+            groups: Groups::new(max_groups),
+        }
     }
 }
 
 impl Detector for Absent {
     fn observe(&mut self, hit: &Hit<'_>) {
-        let g = self.groups.entry(hit.group, || G { last: hit.time, count: 0, samples: Vec::new(), active: false });
+        let g = self.groups.entry(hit.group, || G {
+            last: hit.time,
+            count: 0,
+            samples: Vec::new(),
+            since: None,
+        });
         g.last = g.last.max(hit.time);
         g.count += 1;
         g.samples.clear();
@@ -38,17 +46,34 @@ impl Detector for Absent {
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let Some(g) = self.groups.peek_mut(&key) else {
+                continue;
+            };
             let active = now - g.last >= self.for_;
-            if active || g.active {
-                out.push(Status { key, active, support: if active { now } else { g.last } });
+            let was = g.since.is_some();
+            let since = if active {
+                *g.since.get_or_insert(g.last + self.for_)
+            } else {
+                g.last
+            };
+            if active || was {
+                out.push(Status {
+                    key,
+                    active,
+                    support: if active { now } else { g.last },
+                    since,
+                });
             }
-            g.active = active;
+            if !active {
+                g.since = None;
+            }
         }
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        let Some(g) = self.groups.peek(key) else {
+            return Evidence::default();
+        };
         Evidence {
             count: g.count,
             first_seen: Some(g.last),
@@ -80,12 +105,27 @@ mod tests {
         let mut v = Vec::new();
         d.evaluate(1000 * S, &mut v);
         assert!(v.is_empty(), "nothing seen, nothing absent");
-        d.observe(&Hit { group: "hb", partition: "cluster", time: 0, step: Step::Primary, sample: "beat" });
+        d.observe(&Hit {
+            group: "hb",
+            partition: "cluster",
+            time: 0,
+            step: Step::Primary,
+            sample: "beat",
+        });
         d.evaluate(59 * S, &mut v);
         assert!(v.is_empty());
         d.evaluate(60 * S, &mut v);
-        assert_eq!(v.pop().map(|s| (s.key, s.active)), Some(("hb".into(), true)));
-        d.observe(&Hit { group: "hb", partition: "cluster", time: 70 * S, step: Step::Primary, sample: "beat" });
+        assert_eq!(
+            v.pop().map(|s| (s.key, s.active)),
+            Some(("hb".into(), true))
+        );
+        d.observe(&Hit {
+            group: "hb",
+            partition: "cluster",
+            time: 70 * S,
+            step: Step::Primary,
+            sample: "beat",
+        });
         d.evaluate(71 * S, &mut v);
         assert_eq!(v.pop().map(|s| s.active), Some(false));
     }

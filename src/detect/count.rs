@@ -12,7 +12,7 @@ struct G {
     first: i64,
     last: i64,
     samples: Vec<String>,
-    active: bool,
+    since: Option<i64>,
 }
 
 /// The count detector.
@@ -25,7 +25,11 @@ pub struct Count {
 impl Count {
     /// ≥ `threshold` matches within `window` ns; at most `max_groups` groups.
     pub fn new(threshold: u64, window: i64, max_groups: usize) -> Count {
-        Count { threshold, window, groups: Groups::new(max_groups) }
+        Count {
+            threshold,
+            window,
+            groups: Groups::new(max_groups),
+        }
     }
 }
 
@@ -38,7 +42,7 @@ impl Detector for Count {
             first: hit.time,
             last: hit.time,
             samples: Vec::new(),
-            active: false,
+            since: None,
         });
         g.win.add(hit.time);
         g.episode += 1;
@@ -50,13 +54,28 @@ impl Detector for Count {
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         let mut dead = Vec::new();
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let Some(g) = self.groups.peek_mut(&key) else {
+                continue;
+            };
             let n = g.win.count(now);
             let active = n >= self.threshold;
-            if active || g.active {
-                out.push(Status { key: key.clone(), active, support: g.last });
+            let was = g.since.is_some();
+            let since = if active {
+                *g.since.get_or_insert(g.last)
+            } else {
+                g.last
+            };
+            if active || was {
+                out.push(Status {
+                    key: key.clone(),
+                    active,
+                    support: g.last,
+                    since,
+                });
             }
-            g.active = active;
+            if !active {
+                g.since = None;
+            }
             if n == 0 {
                 dead.push(key);
             }
@@ -67,7 +86,9 @@ impl Detector for Count {
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        let Some(g) = self.groups.peek(key) else {
+            return Evidence::default();
+        };
         Evidence {
             count: g.episode,
             first_seen: Some(g.first),
@@ -94,7 +115,13 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     fn hit(c: &mut Count, g: &str, t: i64) {
-        c.observe(&Hit { group: g, partition: "cluster", time: t * S, step: Step::Primary, sample: "line" });
+        c.observe(&Hit {
+            group: g,
+            partition: "cluster",
+            time: t * S,
+            step: Step::Primary,
+            sample: "line",
+        });
     }
     fn eval(c: &mut Count, now: i64) -> Vec<Status> {
         let mut v = Vec::new();
@@ -111,12 +138,31 @@ mod tests {
         assert!(eval(&mut c, 31).is_empty());
         hit(&mut c, "a", 59);
         let v = eval(&mut c, 59);
-        assert_eq!(v, vec![Status { key: "a".into(), active: true, support: 59 * S }]);
+        assert_eq!(
+            v,
+            vec![Status {
+                key: "a".into(),
+                active: true,
+                support: 59 * S,
+                since: 59 * S
+            }]
+        );
         assert_eq!(c.evidence("a").count, 3);
         // At 60 s the first match leaves the window: 2 < 3.
         let v = eval(&mut c, 60);
-        assert_eq!(v, vec![Status { key: "a".into(), active: false, support: 59 * S }]);
-        assert!(eval(&mut c, 61).is_empty(), "inactive keys are reported once");
+        assert_eq!(
+            v,
+            vec![Status {
+                key: "a".into(),
+                active: false,
+                support: 59 * S,
+                since: 59 * S
+            }]
+        );
+        assert!(
+            eval(&mut c, 61).is_empty(),
+            "inactive keys are reported once"
+        );
     }
 
     #[test]

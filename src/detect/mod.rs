@@ -61,6 +61,9 @@ pub struct Status {
     pub active: bool,
     /// Event time of the latest event supporting the condition.
     pub support: i64,
+    /// Event time at which the condition last became true (the start of
+    /// the evidence that `for` is measured on).
+    pub since: i64,
 }
 
 /// Evidence for a notification.
@@ -128,7 +131,10 @@ pub struct Groups<T> {
 impl<T> Groups<T> {
     /// A map of at most `cap` groups.
     pub fn new(cap: usize) -> Groups<T> {
-        Groups { map: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)), evicted: 0 }
+        Groups {
+            map: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)),
+            evicted: 0,
+        }
     }
     /// The entry of `key`, created with `make` (evicting the least recently
     /// used group when full).
@@ -221,7 +227,10 @@ pub struct Population {
 impl Population {
     /// Groups seen within `window` ns count as alive.
     pub fn new(window: i64, max_groups: usize) -> Population {
-        Population { seen: Groups::new(max_groups), window }
+        Population {
+            seen: Groups::new(max_groups),
+            window,
+        }
     }
     /// Records that `group` logged at `time`.
     pub fn seen(&mut self, group: &str, time: i64) {
@@ -231,7 +240,12 @@ impl Population {
     /// Groups alive at `now`, dropping those long gone.
     pub fn alive(&mut self, now: i64) -> usize {
         let cutoff = now - self.window;
-        let dead: Vec<String> = self.seen.iter().filter(|(_, t)| **t < cutoff).map(|(k, _)| k.clone()).collect();
+        let dead: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|(_, t)| **t < cutoff)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in dead {
             self.seen.remove(&k);
         }

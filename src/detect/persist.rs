@@ -12,7 +12,7 @@ struct G {
     last: i64,
     count: u64,
     samples: Vec<String>,
-    active: bool,
+    since: Option<i64>,
 }
 
 /// The persist detector.
@@ -25,7 +25,11 @@ pub struct Persist {
 impl Persist {
     /// Runs of ≥ `for_` ns with gaps ≤ `max_gap` ns.
     pub fn new(for_: i64, max_gap: i64, max_groups: usize) -> Persist {
-        Persist { for_, max_gap, groups: Groups::new(max_groups) }
+        Persist {
+            for_,
+            max_gap,
+            groups: Groups::new(max_groups),
+        }
     }
 }
 
@@ -33,10 +37,22 @@ impl Detector for Persist {
     fn observe(&mut self, hit: &Hit<'_>) {
         let gap = self.max_gap;
         let t = hit.time;
-        let g = self.groups.entry(hit.group, || G { start: t, last: t, count: 0, samples: Vec::new(), active: false });
+        let g = self.groups.entry(hit.group, || G {
+            start: t,
+            last: t,
+            count: 0,
+            samples: Vec::new(),
+            since: None,
+        });
         if t - g.last > gap {
             // The previous run is over; this match starts a new one.
-            *g = G { start: t, last: t, count: 0, samples: Vec::new(), active: g.active };
+            *g = G {
+                start: t,
+                last: t,
+                count: 0,
+                samples: Vec::new(),
+                since: g.since,
+            };
         }
         g.start = g.start.min(t);
         g.last = g.last.max(t);
@@ -47,13 +63,28 @@ impl Detector for Persist {
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         let mut dead = Vec::new();
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let Some(g) = self.groups.peek_mut(&key) else {
+                continue;
+            };
             let broken = now - g.last > self.max_gap;
             let active = !broken && g.last - g.start >= self.for_;
-            if active || g.active {
-                out.push(Status { key: key.clone(), active, support: g.last });
+            let was = g.since.is_some();
+            let since = if active {
+                *g.since.get_or_insert(g.last)
+            } else {
+                g.last
+            };
+            if active || was {
+                out.push(Status {
+                    key: key.clone(),
+                    active,
+                    support: g.last,
+                    since,
+                });
             }
-            g.active = active;
+            if !active {
+                g.since = None;
+            }
             if broken {
                 dead.push(key);
             }
@@ -64,7 +95,9 @@ impl Detector for Persist {
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        let Some(g) = self.groups.peek(key) else {
+            return Evidence::default();
+        };
         Evidence {
             count: g.count,
             first_seen: Some(g.start),
@@ -93,7 +126,13 @@ mod tests {
     fn run(p: &mut Persist, g: &str, from: i64, to: i64, every: i64) {
         let mut t = from;
         while t <= to {
-            p.observe(&Hit { group: g, partition: "cluster", time: t * S, step: Step::Primary, sample: "w" });
+            p.observe(&Hit {
+                group: g,
+                partition: "cluster",
+                time: t * S,
+                step: Step::Primary,
+                sample: "w",
+            });
             t += every;
         }
     }
@@ -120,7 +159,10 @@ mod tests {
         let mut p = Persist::new(600 * S, 60 * S, 10);
         run(&mut p, "n1", 0, 300, 5);
         run(&mut p, "n1", 400, 900, 5);
-        assert!(active(&mut p, 900).is_empty(), "run since 400 s is only 500 s long");
+        assert!(
+            active(&mut p, 900).is_empty(),
+            "run since 400 s is only 500 s long"
+        );
         run(&mut p, "n1", 905, 1000, 5);
         assert_eq!(active(&mut p, 1000), vec![("n1".into(), true)]);
     }

@@ -13,7 +13,7 @@ struct G {
     first: Option<i64>,
     last_done: Option<i64>,
     samples: Vec<String>,
-    active: bool,
+    since: Option<i64>,
 }
 
 /// The sequence detector.
@@ -25,7 +25,10 @@ pub struct Sequence {
 impl Sequence {
     /// B must follow A within `within` ns.
     pub fn new(within: i64, max_groups: usize) -> Sequence {
-        Sequence { within, groups: Groups::new(max_groups) }
+        Sequence {
+            within,
+            groups: Groups::new(max_groups),
+        }
     }
 }
 
@@ -38,12 +41,16 @@ impl Detector for Sequence {
             first: None,
             last_done: None,
             samples: Vec::new(),
-            active: false,
+            since: None,
         });
         match hit.step {
-            Step::Primary => g.last_a = Some((hit.time, super::truncate(hit.sample, super::SAMPLE_BYTES))),
+            Step::Primary => {
+                g.last_a = Some((hit.time, super::truncate(hit.sample, super::SAMPLE_BYTES)))
+            }
             Step::Then => {
-                let Some((a, sample_a)) = g.last_a.take() else { return };
+                let Some((a, sample_a)) = g.last_a.take() else {
+                    return;
+                };
                 if hit.time < a || hit.time - a > within {
                     if hit.time < a {
                         g.last_a = Some((a, sample_a));
@@ -65,12 +72,28 @@ impl Detector for Sequence {
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         let mut dead = Vec::new();
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else { continue };
+            let Some(g) = self.groups.peek_mut(&key) else {
+                continue;
+            };
             let active = g.last_done.is_some_and(|d| now - d < self.within);
-            if active || g.active {
-                out.push(Status { key: key.clone(), active, support: g.last_done.unwrap_or(now) });
+            let support = g.last_done.unwrap_or(now);
+            let was = g.since.is_some();
+            let since = if active {
+                *g.since.get_or_insert(support)
+            } else {
+                support
+            };
+            if active || was {
+                out.push(Status {
+                    key: key.clone(),
+                    active,
+                    support,
+                    since,
+                });
             }
-            g.active = active;
+            if !active {
+                g.since = None;
+            }
             let stale_a = g.last_a.as_ref().is_none_or(|(a, _)| now - a > self.within);
             if !active && stale_a {
                 dead.push(key);
@@ -82,7 +105,9 @@ impl Detector for Sequence {
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(g) = self.groups.peek(key) else { return Evidence::default() };
+        let Some(g) = self.groups.peek(key) else {
+            return Evidence::default();
+        };
         Evidence {
             count: g.completions,
             first_seen: g.first,
@@ -108,7 +133,13 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     fn h(d: &mut Sequence, step: Step, t: i64) {
-        d.observe(&Hit { group: "n", partition: "cluster", time: t * S, step, sample: "x" });
+        d.observe(&Hit {
+            group: "n",
+            partition: "cluster",
+            time: t * S,
+            step,
+            sample: "x",
+        });
     }
     fn act(d: &mut Sequence, now: i64) -> Vec<bool> {
         let mut v = Vec::new();

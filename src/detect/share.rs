@@ -22,7 +22,7 @@ struct G {
 struct Part {
     groups: Groups<G>,
     population: Population,
-    active_key: Option<String>,
+    active_key: Option<(String, i64)>,
     total: u64,
     alive: usize,
     counts: Vec<(String, u64)>,
@@ -49,7 +49,10 @@ impl Share {
             min_total: s.min_total,
             min_share: s.min_share,
             min_groups: s.min_groups.unwrap_or(2).max(1),
-            pop_window: s.population_window.map(|d| d.ns()).unwrap_or(s.window.ns().max(600_000_000_000)),
+            pop_window: s
+                .population_window
+                .map(|d| d.ns())
+                .unwrap_or(s.window.ns().max(600_000_000_000)),
             max_groups,
             parts: BTreeMap::new(),
             key_part: BTreeMap::new(),
@@ -58,7 +61,12 @@ impl Share {
 
     fn part(&mut self, name: &str) -> &mut Part {
         if !self.parts.contains_key(name) && self.parts.len() >= super::spread::MAX_PARTITIONS {
-            if let Some(k) = self.parts.iter().find(|(_, p)| p.active_key.is_none()).map(|(k, _)| k.clone()) {
+            if let Some(k) = self
+                .parts
+                .iter()
+                .find(|(_, p)| p.active_key.is_none())
+                .map(|(k, _)| k.clone())
+            {
                 self.parts.remove(&k);
             }
         }
@@ -79,7 +87,13 @@ impl Detector for Share {
         let w = self.window;
         let p = self.part(hit.partition);
         p.population.seen(hit.group, hit.time);
-        let g = p.groups.entry(hit.group, || G { win: Window::new(w), episode: 0, first: hit.time, last: hit.time, samples: Vec::new() });
+        let g = p.groups.entry(hit.group, || G {
+            win: Window::new(w),
+            episode: 0,
+            first: hit.time,
+            last: hit.time,
+            samples: Vec::new(),
+        });
         g.win.add(hit.time);
         g.episode += 1;
         g.first = g.first.min(hit.time);
@@ -114,26 +128,43 @@ impl Detector for Share {
             let top = top_n(counts.clone(), 1).into_iter().next();
             let winner = top.as_ref().and_then(|(k, n)| {
                 let share = *n as f64 / total.max(1) as f64;
-                (total >= self.min_total && share >= self.min_share && alive >= self.min_groups).then(|| k.clone())
+                (total >= self.min_total && share >= self.min_share && alive >= self.min_groups)
+                    .then(|| k.clone())
             });
-            if let Some(old) = p.active_key.take() {
-                if winner.as_deref() != Some(old.as_str()) {
+            let mut since = None;
+            if let Some((old, old_since)) = p.active_key.take() {
+                if winner.as_deref() == Some(old.as_str()) {
+                    since = Some(old_since);
+                } else {
                     let support = p.groups.peek(&old).map_or(now, |g| g.last);
-                    out.push(Status { key: old.clone(), active: false, support });
+                    out.push(Status {
+                        key: old.clone(),
+                        active: false,
+                        support,
+                        since: support,
+                    });
                     self.key_part.remove(&old);
                 }
             }
+            let mut next = None;
             if let Some(w) = &winner {
                 let support = p.groups.peek(w).map_or(now, |g| g.last);
-                out.push(Status { key: w.clone(), active: true, support });
+                let since = since.unwrap_or(support);
+                out.push(Status {
+                    key: w.clone(),
+                    active: true,
+                    support,
+                    since,
+                });
                 self.key_part.insert(w.clone(), pname.clone());
+                next = Some((w.clone(), since));
             }
             for k in dead {
                 if winner.as_deref() != Some(k.as_str()) {
                     p.groups.remove(&k);
                 }
             }
-            p.active_key = winner;
+            p.active_key = next;
             p.total = total;
             p.alive = alive;
             p.counts = counts;
@@ -144,7 +175,9 @@ impl Detector for Share {
         let Some(p) = self.key_part.get(key).and_then(|pn| self.parts.get(pn)) else {
             return Evidence::default();
         };
-        let Some(g) = p.groups.peek(key) else { return Evidence::default() };
+        let Some(g) = p.groups.peek(key) else {
+            return Evidence::default();
+        };
         let n = p.counts.iter().find(|c| c.0 == key).map_or(0, |c| c.1);
         Evidence {
             count: n,
@@ -163,7 +196,7 @@ impl Detector for Share {
         if let Some(pn) = self.key_part.remove(key) {
             if let Some(p) = self.parts.get_mut(&pn) {
                 p.groups.remove(key);
-                if p.active_key.as_deref() == Some(key) {
+                if p.active_key.as_ref().is_some_and(|(k, _)| k == key) {
                     p.active_key = None;
                 }
             }
@@ -171,7 +204,10 @@ impl Detector for Share {
     }
 
     fn evicted(&self) -> u64 {
-        self.parts.values().map(|p| p.groups.evicted() + p.population.evicted()).sum()
+        self.parts
+            .values()
+            .map(|p| p.groups.evicted() + p.population.evicted())
+            .sum()
     }
 }
 
@@ -183,10 +219,23 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     fn spec() -> ShareSpec {
-        ShareSpec { window: Dur::secs(900), min_total: 10, min_share: 0.8, min_groups: None, population_window: None, partition_by: None }
+        ShareSpec {
+            window: Dur::secs(900),
+            min_total: 10,
+            min_share: 0.8,
+            min_groups: None,
+            population_window: None,
+            partition_by: None,
+        }
     }
     fn hit(d: &mut Share, g: &str, t: i64) {
-        d.observe(&Hit { group: g, partition: "cluster", time: t * S, step: Step::Primary, sample: g });
+        d.observe(&Hit {
+            group: g,
+            partition: "cluster",
+            time: t * S,
+            step: Step::Primary,
+            sample: g,
+        });
     }
     fn eval(d: &mut Share, now: i64) -> Vec<(String, bool)> {
         let mut v = Vec::new();
@@ -200,16 +249,17 @@ mod tests {
         for n in ["a", "b", "c"] {
             d.seen(n, "cluster", 0);
         }
-        for t in 0..9 {
+        for t in 0..7 {
             hit(&mut d, "a", t);
         }
-        hit(&mut d, "b", 9);
-        assert!(eval(&mut d, 9).is_empty(), "total 10 but share 0.9 reached only with min_total");
-        hit(&mut d, "a", 10);
-        assert_eq!(eval(&mut d, 10), vec![("a".into(), true)]);
+        hit(&mut d, "b", 7);
+        assert!(eval(&mut d, 7).is_empty(), "8 failures are below min_total");
+        hit(&mut d, "a", 8);
+        hit(&mut d, "a", 9);
+        assert_eq!(eval(&mut d, 9), vec![("a".into(), true)]);
         let e = d.evidence("a");
-        assert_eq!((e.count, e.total), (10, Some(11)));
-        assert!((e.share.unwrap() - 10.0 / 11.0).abs() < 1e-9);
+        assert_eq!((e.count, e.total), (9, Some(10)));
+        assert!((e.share.unwrap() - 0.9).abs() < 1e-9);
     }
 
     #[test]
@@ -237,6 +287,9 @@ mod tests {
         for t in 13..100 {
             hit(&mut d, "b", t);
         }
-        assert_eq!(eval(&mut d, 100), vec![("a".into(), false), ("b".into(), true)]);
+        assert_eq!(
+            eval(&mut d, 100),
+            vec![("a".into(), false), ("b".into(), true)]
+        );
     }
 }

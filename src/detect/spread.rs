@@ -19,7 +19,7 @@ struct Part {
     last: i64,
     samples: Vec<String>,
     sample_groups: Vec<String>,
-    active: bool,
+    since: Option<i64>,
     matching: usize,
     alive: usize,
 }
@@ -47,7 +47,10 @@ impl Spread {
             groups_k: s.groups,
             fraction: s.fraction,
             min_groups: s.min_groups.unwrap_or(2).max(1),
-            pop_window: s.population_window.map(|d| d.ns()).unwrap_or(s.window.ns().max(600_000_000_000)),
+            pop_window: s
+                .population_window
+                .map(|d| d.ns())
+                .unwrap_or(s.window.ns().max(600_000_000_000)),
             max_groups,
             parts: BTreeMap::new(),
             evicted_parts: 0,
@@ -57,7 +60,12 @@ impl Spread {
     fn part(&mut self, name: &str, t: i64) -> &mut Part {
         if !self.parts.contains_key(name) && self.parts.len() >= MAX_PARTITIONS {
             // Drop the partition idle longest.
-            if let Some(k) = self.parts.iter().min_by_key(|(_, p)| p.last).map(|(k, _)| k.clone()) {
+            if let Some(k) = self
+                .parts
+                .iter()
+                .min_by_key(|(_, p)| p.last)
+                .map(|(k, _)| k.clone())
+            {
                 self.parts.remove(&k);
                 self.evicted_parts += 1;
             }
@@ -70,7 +78,7 @@ impl Spread {
             last: t,
             samples: Vec::new(),
             sample_groups: Vec::new(),
-            active: false,
+            since: None,
             matching: 0,
             alive: 0,
         })
@@ -124,26 +132,45 @@ impl Detector for Spread {
             }
             let alive = p.population.alive(now).max(matching);
             let by_count = self.groups_k.is_some_and(|k| matching >= k);
-            let by_fraction = self
-                .fraction
-                .is_some_and(|f| matching >= self.min_groups && alive > 0 && matching as f64 / alive as f64 >= f);
+            let by_fraction = self.fraction.is_some_and(|f| {
+                matching >= self.min_groups && alive > 0 && matching as f64 / alive as f64 >= f
+            });
             let active = by_count || by_fraction;
-            if active || p.active {
-                out.push(Status { key: name.clone(), active, support: p.last });
+            let was = p.since.is_some();
+            let since = if active {
+                *p.since.get_or_insert(p.last)
+            } else {
+                p.last
+            };
+            if active || was {
+                out.push(Status {
+                    key: name.clone(),
+                    active,
+                    support: p.last,
+                    since,
+                });
+            }
+            if !active {
+                p.since = None;
             }
             if !active && matching == 0 {
                 p.samples.clear();
                 p.sample_groups.clear();
             }
-            p.active = active;
             p.matching = matching;
             p.alive = alive;
         }
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(p) = self.parts.get(key) else { return Evidence::default() };
-        let counts: Vec<(String, u64)> = p.groups.iter().map(|(k, g)| (k.clone(), g.0.total())).collect();
+        let Some(p) = self.parts.get(key) else {
+            return Evidence::default();
+        };
+        let counts: Vec<(String, u64)> = p
+            .groups
+            .iter()
+            .map(|(k, g)| (k.clone(), g.0.total()))
+            .collect();
         let total: u64 = counts.iter().map(|c| c.1).sum();
         Evidence {
             count: p.groups.iter().map(|(_, g)| g.1).sum(),
@@ -163,7 +190,12 @@ impl Detector for Spread {
     }
 
     fn evicted(&self) -> u64 {
-        self.evicted_parts + self.parts.values().map(|p| p.groups.evicted() + p.population.evicted()).sum::<u64>()
+        self.evicted_parts
+            + self
+                .parts
+                .values()
+                .map(|p| p.groups.evicted() + p.population.evicted())
+                .sum::<u64>()
     }
 }
 
@@ -175,10 +207,23 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     fn spec(groups: Option<usize>, fraction: Option<f64>) -> SpreadSpec {
-        SpreadSpec { window: Dur::secs(60), groups, fraction, min_groups: None, population_window: None, partition_by: None }
+        SpreadSpec {
+            window: Dur::secs(60),
+            groups,
+            fraction,
+            min_groups: None,
+            population_window: None,
+            partition_by: None,
+        }
     }
     fn hit(d: &mut Spread, g: &str, t: i64) {
-        d.observe(&Hit { group: g, partition: "cluster", time: t * S, step: Step::Primary, sample: g });
+        d.observe(&Hit {
+            group: g,
+            partition: "cluster",
+            time: t * S,
+            step: Step::Primary,
+            sample: g,
+        });
     }
     fn eval(d: &mut Spread, now: i64) -> Vec<(String, bool)> {
         let mut v = Vec::new();
@@ -218,6 +263,10 @@ mod tests {
         assert!(eval(&mut d, 1).is_empty());
         hit(&mut d, "b", 30);
         assert_eq!(eval(&mut d, 30), vec![("cluster".into(), true)]);
-        assert_eq!(eval(&mut d, 61), vec![("cluster".into(), false)], "a left the window at 61 s");
+        assert_eq!(
+            eval(&mut d, 61),
+            vec![("cluster".into(), false)],
+            "a left the window at 61 s"
+        );
     }
 }

@@ -23,7 +23,12 @@ impl Window {
     /// A window of `span` nanoseconds.
     pub fn new(span: i64) -> Window {
         let span = span.max(1);
-        Window { width: (span / BUCKETS).max(1), span, buckets: VecDeque::new(), total: 0 }
+        Window {
+            width: (span / BUCKETS).max(1),
+            span,
+            buckets: VecDeque::new(),
+            total: 0,
+        }
     }
 
     /// Adds one event at time `t`.
@@ -33,7 +38,11 @@ impl Window {
             Some(slot) => slot.1 += 1,
             None => {
                 // Keep buckets ordered; late events go in their place.
-                let pos = self.buckets.iter().rposition(|(k, _)| *k < b).map_or(0, |p| p + 1);
+                let pos = self
+                    .buckets
+                    .iter()
+                    .rposition(|(k, _)| *k < b)
+                    .map_or(0, |p| p + 1);
                 self.buckets.insert(pos, (b, 1));
             }
         }
@@ -76,7 +85,11 @@ mod tests {
             w.add(t * S);
         }
         assert_eq!(w.count(59 * S), 4);
-        assert_eq!(w.count(60 * S), 3, "the event at 0 is exactly one window old");
+        assert_eq!(
+            w.count(60 * S),
+            3,
+            "the event at 0 is exactly one window old"
+        );
         assert_eq!(w.count(80 * S), 1);
         assert_eq!(w.count(200 * S), 0);
         assert!(w.is_empty());

@@ -96,7 +96,11 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Starts one task per receiver. With `wait_when_full`, [`Dispatcher::dispatch`]
     /// waits for room (replay); otherwise it drops and counts (live).
-    pub fn new(receivers: Vec<Arc<dyn Receiver>>, queue: usize, wait_when_full: bool) -> Dispatcher {
+    pub fn new(
+        receivers: Vec<Arc<dyn Receiver>>,
+        queue: usize,
+        wait_when_full: bool,
+    ) -> Dispatcher {
         let lanes = receivers
             .into_iter()
             .map(|r| {
@@ -120,7 +124,10 @@ impl Dispatcher {
                 Lane { name, tx, stats, task }
             })
             .collect();
-        Dispatcher { lanes, wait_when_full }
+        Dispatcher {
+            lanes,
+            wait_when_full,
+        }
     }
 
     /// Queues a notification for every receiver.
@@ -148,7 +155,12 @@ impl Dispatcher {
             .iter()
             .map(|l| {
                 let s = &l.stats;
-                (l.name.clone(), s.sent.load(Ordering::Relaxed), s.failed.load(Ordering::Relaxed), s.dropped.load(Ordering::Relaxed))
+                (
+                    l.name.clone(),
+                    s.sent.load(Ordering::Relaxed),
+                    s.failed.load(Ordering::Relaxed),
+                    s.dropped.load(Ordering::Relaxed),
+                )
             })
             .collect()
     }

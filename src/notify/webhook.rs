@@ -47,11 +47,18 @@ pub struct Webhook {
 impl Webhook {
     /// Builds the receiver; the URL must be http or https.
     pub fn new(cfg: WebhookConfig) -> Result<Webhook, NotifyError> {
-        let url = reqwest::Url::parse(&cfg.url).map_err(|e| NotifyError::Config(format!("invalid webhook URL: {e}")))?;
+        let url = reqwest::Url::parse(&cfg.url)
+            .map_err(|e| NotifyError::Config(format!("invalid webhook URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(NotifyError::Config("webhook URL must be http or https".into()));
+            return Err(NotifyError::Config(
+                "webhook URL must be http or https".into(),
+            ));
         }
-        let name = format!("webhook {}://{}", url.scheme(), url.host_str().unwrap_or("?"));
+        let name = format!(
+            "webhook {}://{}",
+            url.scheme(),
+            url.host_str().unwrap_or("?")
+        );
         let client = reqwest::Client::builder()
             .timeout(cfg.timeout)
             .user_agent(concat!("sigwatch/", env!("CARGO_PKG_VERSION")))
@@ -63,14 +70,21 @@ impl Webhook {
     fn backoff(&self, attempt: u32) -> Duration {
         let base = self.cfg.backoff.saturating_mul(1u32 << attempt.min(16));
         // Jitter: up to +50 %, from the clock's sub-second noise.
-        let noise = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let noise = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
         let jitter = base.mul_f64((noise % 1000) as f64 / 2000.0);
         (base + jitter).min(self.cfg.max_backoff)
     }
 }
 
 fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
-    let v = resp.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let v = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?;
     v.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
@@ -92,15 +106,30 @@ impl Receiver for Webhook {
                         let code = status.as_u16();
                         let retryable = code == 408 || code == 429 || status.is_server_error();
                         let ra = retry_after(&resp);
-                        let body: String = resp.text().await.unwrap_or_default().chars().take(200).collect();
+                        let body: String = resp
+                            .text()
+                            .await
+                            .unwrap_or_default()
+                            .chars()
+                            .take(200)
+                            .collect();
                         if !retryable {
-                            return Err(NotifyError::Rejected { receiver: self.name.clone(), status: code, body });
+                            return Err(NotifyError::Rejected {
+                                receiver: self.name.clone(),
+                                status: code,
+                                body,
+                            });
                         }
                         last = format!("HTTP {code}");
-                        ra.map(|d| d.min(self.cfg.max_backoff)).unwrap_or_else(|| self.backoff(attempt))
+                        ra.map(|d| d.min(self.cfg.max_backoff))
+                            .unwrap_or_else(|| self.backoff(attempt))
                     }
                     Err(e) => {
-                        last = if e.is_timeout() { "timeout".to_string() } else { e.without_url().to_string() };
+                        last = if e.is_timeout() {
+                            "timeout".to_string()
+                        } else {
+                            e.without_url().to_string()
+                        };
                         self.backoff(attempt)
                     }
                 };
@@ -109,7 +138,11 @@ impl Receiver for Webhook {
                     tokio::time::sleep(wait).await;
                 }
             }
-            Err(NotifyError::Exhausted { receiver: self.name.clone(), attempts: self.cfg.retries + 1, reason: last })
+            Err(NotifyError::Exhausted {
+                receiver: self.name.clone(),
+                attempts: self.cfg.retries + 1,
+                reason: last,
+            })
         })
     }
 }

@@ -17,9 +17,15 @@ use template::Template;
 
 /// The built-in rule pack, embedded in the binary.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("rules/livekit.yaml", include_str!("../../rules/livekit.yaml")),
+    (
+        "rules/livekit.yaml",
+        include_str!("../../rules/livekit.yaml"),
+    ),
     ("rules/egress.yaml", include_str!("../../rules/egress.yaml")),
-    ("rules/kubernetes.yaml", include_str!("../../rules/kubernetes.yaml")),
+    (
+        "rules/kubernetes.yaml",
+        include_str!("../../rules/kubernetes.yaml"),
+    ),
     ("rules/grpc.yaml", include_str!("../../rules/grpc.yaml")),
 ];
 
@@ -253,18 +259,43 @@ impl Default for KeyConfig {
         );
         aliases.insert(
             "host".to_string(),
-            v(&["labels.host", "host", "hostname", "_HOSTNAME", "source.host", "labels.node"]),
+            v(&[
+                "labels.host",
+                "host",
+                "hostname",
+                "_HOSTNAME",
+                "source.host",
+                "labels.node",
+            ]),
         );
         aliases.insert(
             "container".to_string(),
-            v(&["labels.container", "involvedObject.fieldPath", "containerName", "container"]),
+            v(&[
+                "labels.container",
+                "involvedObject.fieldPath",
+                "containerName",
+                "container",
+            ]),
         );
-        aliases.insert("namespace".to_string(), v(&["labels.namespace", "involvedObject.namespace", "namespace"]));
+        aliases.insert(
+            "namespace".to_string(),
+            v(&["labels.namespace", "involvedObject.namespace", "namespace"]),
+        );
         aliases.insert(
             "upstream".to_string(),
-            v(&["upstream", "target", "addr", "remote_addr", "peer.address", "peer"]),
+            v(&[
+                "upstream",
+                "target",
+                "addr",
+                "remote_addr",
+                "peer.address",
+                "peer",
+            ]),
         );
-        KeyConfig { aliases, sticky: v(&["nodeID", "node_id"]) }
+        KeyConfig {
+            aliases,
+            sticky: v(&["nodeID", "node_id"]),
+        }
     }
 }
 
@@ -284,8 +315,10 @@ pub struct RuleSet {
 
 /// Loads the embedded built-in pack.
 pub fn load_builtin() -> Result<RuleSet, RuleErrors> {
-    let files: Vec<(String, String)> =
-        BUILTIN.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect();
+    let files: Vec<(String, String)> = BUILTIN
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
     compile(&files)
 }
 
@@ -301,7 +334,11 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
     }
     if files.is_empty() {
         return Err(RuleErrors(vec![RuleError::Io {
-            path: paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            path: paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             message: "no rule files (*.yaml, *.yml) found".into(),
         }]));
     }
@@ -309,7 +346,10 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
 }
 
 fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<RuleError>) {
-    let io = |e: std::io::Error| RuleError::Io { path: p.display().to_string(), message: e.to_string() };
+    let io = |e: std::io::Error| RuleError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
     if p.is_dir() {
         let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
             Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
@@ -340,8 +380,16 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
         match serde_yaml_ng::from_str::<RuleFile>(text) {
             Ok(f) => parsed.push((name, text, f)),
             Err(e) => {
-                let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
-                errors.push(RuleError::At { file: name.clone(), line, column, message: strip_location(&e.to_string()) });
+                let (line, column) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((1, 1));
+                errors.push(RuleError::At {
+                    file: name.clone(),
+                    line,
+                    column,
+                    message: strip_location(&e.to_string()),
+                });
             }
         }
     }
@@ -357,18 +405,39 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
         }
     }
     for (name, text, f) in parsed {
+        let mut occurrences: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::new();
         for spec in f.rules {
             let id = spec.id.clone();
-            let (line, col) = locate(text, &id, None);
+            let nth = {
+                let n = occurrences.entry(id.clone()).or_insert(0);
+                *n += 1;
+                *n - 1
+            };
+            let (line, col) = locate(text, &id, nth, None);
             let at = |key: Option<&str>, message: String| {
-                let (line, column) = key.map(|k| locate(text, &id, Some(k))).unwrap_or((line, col));
-                RuleError::At { file: name.clone(), line, column, message }
+                let (line, column) = key
+                    .map(|k| locate(text, &id, nth, Some(k)))
+                    .unwrap_or((line, col));
+                RuleError::At {
+                    file: name.clone(),
+                    line,
+                    column,
+                    message,
+                }
             };
             if !seen_ids.insert(spec.id.clone()) {
                 errors.push(at(None, format!("duplicate rule id {:?}", spec.id)));
                 continue;
             }
-            match compile_rule(spec, &mut set, Origin { file: name.clone(), line }) {
+            match compile_rule(
+                spec,
+                &mut set,
+                Origin {
+                    file: name.clone(),
+                    line,
+                },
+            ) {
                 Ok(rule) => set.rules.push(rule),
                 Err((key, msg)) => errors.push(at(key, msg)),
             }
@@ -389,14 +458,22 @@ fn strip_location(msg: &str) -> String {
     }
 }
 
-/// Finds the line and column of a rule's `id` (or of `key:` inside that rule).
-fn locate(text: &str, id: &str, key: Option<&str>) -> (usize, usize) {
+/// Finds the line and column of the `nth` rule with this `id` (or of `key:`
+/// inside that rule).
+fn locate(text: &str, id: &str, nth: usize, key: Option<&str>) -> (usize, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let is_id_line = |l: &str| {
         let t = l.trim_start().trim_start_matches("- ").trim_start();
-        t.strip_prefix("id:").is_some_and(|rest| rest.trim().trim_matches(|c| c == '"' || c == '\'') == id)
+        t.strip_prefix("id:")
+            .is_some_and(|rest| rest.trim().trim_matches(|c| c == '"' || c == '\'') == id)
     };
-    let Some(start) = lines.iter().position(|l| is_id_line(l)) else {
+    let Some(start) = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| is_id_line(l))
+        .map(|(i, _)| i)
+        .nth(nth)
+    else {
         return (1, 1);
     };
     let col_of = |l: &str, pat: &str| l.find(pat).map(|c| c + 1).unwrap_or(1);
@@ -419,7 +496,10 @@ type Located = (Option<&'static str>, String);
 
 fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rule, Located> {
     if spec.id.trim().is_empty() || spec.id.chars().any(char::is_whitespace) {
-        return Err((Some("id"), format!("rule id {:?} must be non-empty and have no spaces", spec.id)));
+        return Err((
+            Some("id"),
+            format!("rule id {:?} must be non-empty and have no spaces", spec.id),
+        ));
     }
     let cond = push_cond(set, &spec.match_).map_err(|m| (Some("match"), m))?;
     let resolve_on = match &spec.resolve_on {
@@ -427,24 +507,38 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         None => None,
     };
     let detect = compile_detect(&spec.detect, set)?;
-    let group_by = spec.group_by.as_ref().map(|g| g.to_vec()).unwrap_or_default();
+    let group_by = spec
+        .group_by
+        .as_ref()
+        .map(|g| g.to_vec())
+        .unwrap_or_default();
     if group_by.iter().any(|g| g.trim().is_empty()) {
         return Err((Some("group_by"), "group_by has an empty key".into()));
     }
     if matches!(detect, Detect::Share(_)) && group_by.is_empty() {
-        return Err((Some("group_by"), "share needs group_by: the share of which group?".into()));
+        return Err((
+            Some("group_by"),
+            "share needs group_by: the share of which group?".into(),
+        ));
     }
     if matches!(detect, Detect::Spread(_)) && group_by.is_empty() {
-        return Err((Some("group_by"), "spread needs group_by: spread across which groups?".into()));
+        return Err((
+            Some("group_by"),
+            "spread needs group_by: spread across which groups?".into(),
+        ));
     }
     let mut annotations = BTreeMap::new();
     for (k, v) in &spec.annotations {
-        let t = Template::parse(v).map_err(|e| (Some("annotations"), format!("annotation {k}: {e}")))?;
+        let t = Template::parse(v)
+            .map_err(|e| (Some("annotations"), format!("annotation {k}: {e}")))?;
         annotations.insert(k.clone(), t);
     }
     for k in spec.labels.keys() {
         if ["rule", "severity", "group", "alertname"].contains(&k.as_str()) {
-            return Err((Some("labels"), format!("label {k:?} is set by sigwatch and cannot be overridden")));
+            return Err((
+                Some("labels"),
+                format!("label {k:?} is set by sigwatch and cannot be overridden"),
+            ));
         }
     }
     let max_groups = spec.max_groups.unwrap_or(DEFAULT_MAX_GROUPS);
@@ -452,7 +546,10 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         return Err((Some("max_groups"), "max_groups must be at least 1".into()));
     }
     let resolve_after = spec.resolve_after.unwrap_or(detect.window()).ns();
-    let examples = spec.examples.map(|e| (e.match_, e.no_match)).unwrap_or_default();
+    let examples = spec
+        .examples
+        .map(|e| (e.match_, e.no_match))
+        .unwrap_or_default();
     Ok(Rule {
         id: spec.id,
         title: spec.title,
@@ -464,7 +561,11 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         detect,
         for_: spec.for_.unwrap_or_default().ns(),
         resolve_after,
-        repeat_interval: spec.repeat_interval.unwrap_or(DEFAULT_REPEAT_INTERVAL).ns().max(1),
+        repeat_interval: spec
+            .repeat_interval
+            .unwrap_or(DEFAULT_REPEAT_INTERVAL)
+            .ns()
+            .max(1),
         max_groups,
         annotations,
         labels: spec.labels,
@@ -496,7 +597,9 @@ fn compile_detect(d: &DetectSpec, set: &mut RuleSet) -> Result<Detect, Located> 
             return Err(err("spread.window must be positive"));
         }
         if s.groups.is_none() && s.fraction.is_none() {
-            return Err(err("spread needs groups (≥ K groups) or fraction (≥ F of the groups seen)"));
+            return Err(err(
+                "spread needs groups (≥ K groups) or fraction (≥ F of the groups seen)",
+            ));
         }
         if s.fraction.is_some_and(|f| !(f > 0.0 && f <= 1.0)) {
             return Err(err("spread.fraction must be in (0, 1]"));
@@ -529,11 +632,16 @@ fn compile_detect(d: &DetectSpec, set: &mut RuleSet) -> Result<Detect, Located> 
             return Err(err("sequence.within must be positive"));
         }
         let then = push_cond(set, &s.then).map_err(|m| (Some("then"), m))?;
-        kinds.push(Detect::Sequence { then, within: s.within });
+        kinds.push(Detect::Sequence {
+            then,
+            within: s.within,
+        });
     }
     match kinds.len() {
         1 => Ok(kinds.remove(0)),
-        0 => Err(err("detect needs one of count, persist, spread, share, absent, sequence")),
+        0 => Err(err(
+            "detect needs one of count, persist, spread, share, absent, sequence",
+        )),
         _ => Err(err("detect takes exactly one kind")),
     }
 }
@@ -543,7 +651,9 @@ fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
         FieldCond::Equals(s) => ValueCond::Equals(s.clone()),
         FieldCond::OneOf(v) => ValueCond::OneOf(v.clone()),
         FieldCond::Exists(b) => ValueCond::Exists(*b),
-        FieldCond::Regex(r) => ValueCond::Regex(Regex::new(r).map_err(|e| format!("invalid regex {r:?}: {e}"))?),
+        FieldCond::Regex(r) => {
+            ValueCond::Regex(Regex::new(r).map_err(|e| format!("invalid regex {r:?}: {e}"))?)
+        }
     })
 }
 
@@ -551,7 +661,9 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
     let lits = |o: &Option<model::OneOrMany>, what: &str| -> Result<Vec<String>, String> {
         let v = o.as_ref().map(|x| x.to_vec()).unwrap_or_default();
         if v.iter().any(|s| s.is_empty()) {
-            return Err(format!("{what} has an empty literal, which would match every line"));
+            return Err(format!(
+                "{what} has an empty literal, which would match every line"
+            ));
         }
         Ok(v)
     };
@@ -562,7 +674,8 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
         ..Condition::default()
     };
     for r in m.regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
-        c.regexes.push(Regex::new(&r).map_err(|e| format!("invalid regex {r:?}: {e}"))?);
+        c.regexes
+            .push(Regex::new(&r).map_err(|e| format!("invalid regex {r:?}: {e}"))?);
     }
     for (k, v) in &m.field {
         c.fields.push((k.clone(), compile_value(v)?));
@@ -570,9 +683,16 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
     for (k, v) in &m.labels {
         c.labels.push((k.clone(), compile_value(v)?));
     }
-    let empty = c.any.is_empty() && c.all.is_empty() && c.regexes.is_empty() && c.fields.is_empty() && c.labels.is_empty();
+    let empty = c.any.is_empty()
+        && c.all.is_empty()
+        && c.regexes.is_empty()
+        && c.fields.is_empty()
+        && c.labels.is_empty();
     if empty {
-        return Err("a match block needs at least one of contains, contains_all, regex, field, labels".into());
+        return Err(
+            "a match block needs at least one of contains, contains_all, regex, field, labels"
+                .into(),
+        );
     }
     set.conditions.push(c);
     Ok(set.conditions.len() - 1)
@@ -607,7 +727,10 @@ mod tests {
         assert!(e.to_string().starts_with("t.yaml:6:"), "{e}");
         let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      regex: '(unclosed'\n    detect: {count: {window: 1m}}\n").unwrap_err();
         let s = e.to_string();
-        assert!(s.starts_with("t.yaml:5:") && s.contains("invalid regex"), "{s}");
+        assert!(
+            s.starts_with("t.yaml:5:") && s.contains("invalid regex"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -616,7 +739,9 @@ mod tests {
         let e = one(text).unwrap_err().to_string();
         assert!(e.starts_with("t.yaml:6:") && e.contains("groups"), "{e}");
         let dup = format!("{text}{}", "  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n");
-        let e = one(&dup.replace("{spread: {window: 1m}}", "{count: {window: 1m}}")).unwrap_err().to_string();
+        let e = one(&dup.replace("{spread: {window: 1m}}", "{count: {window: 1m}}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("t.yaml:8:") && e.contains("duplicate"), "{e}");
     }
 
@@ -625,8 +750,14 @@ mod tests {
         let set = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      field: {code: 500, level: [error, fatal], msg: {regex: '^x'}, e: {exists: true}}\n    detect: {count: {window: 1m}}\n").unwrap();
         let c = &set.conditions[0];
         assert_eq!(c.fields.len(), 4);
-        assert!(c.fields.iter().any(|(k, v)| k == "code" && v.test(Some("500"))));
-        assert!(c.fields.iter().any(|(k, v)| k == "level" && v.test(Some("fatal")) && !v.test(Some("info"))));
+        assert!(c
+            .fields
+            .iter()
+            .any(|(k, v)| k == "code" && v.test(Some("500"))));
+        assert!(c
+            .fields
+            .iter()
+            .any(|(k, v)| k == "level" && v.test(Some("fatal")) && !v.test(Some("info"))));
     }
 
     #[test]

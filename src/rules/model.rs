@@ -186,7 +186,10 @@ impl<'de> Deserialize<'de> for FieldCond {
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<FieldCond, E> {
                 Ok(FieldCond::Equals(v.to_string()))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<FieldCond, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<FieldCond, A::Error> {
                 let mut out = Vec::new();
                 while let Some(v) = a.next_element::<Scalar>()? {
                     out.push(v.0);
@@ -196,7 +199,10 @@ impl<'de> Deserialize<'de> for FieldCond {
                 }
                 Ok(FieldCond::OneOf(out))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<FieldCond, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<FieldCond, A::Error> {
                 let Some(key) = a.next_key::<String>()? else {
                     return Err(serde::de::Error::custom("empty field condition"));
                 };
@@ -205,7 +211,10 @@ impl<'de> Deserialize<'de> for FieldCond {
                     "exists" => FieldCond::Exists(a.next_value::<bool>()?),
                     "equals" => FieldCond::Equals(a.next_value::<Scalar>()?.0),
                     "one_of" => FieldCond::OneOf(
-                        a.next_value::<Vec<Scalar>>()?.into_iter().map(|s| s.0).collect(),
+                        a.next_value::<Vec<Scalar>>()?
+                            .into_iter()
+                            .map(|s| s.0)
+                            .collect(),
                     ),
                     other => {
                         return Err(serde::de::Error::unknown_field(

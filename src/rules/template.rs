@@ -52,7 +52,9 @@ impl Template {
             }
             let after = &rest[start + 2..];
             let Some(end) = after.find("}}") else {
-                return Err(TemplateError(format!("unclosed '{{{{' in template {src:?}")));
+                return Err(TemplateError(format!(
+                    "unclosed '{{{{' in template {src:?}"
+                )));
             };
             let name = after[..end].trim();
             let known = VARIABLES.contains(&name)

@@ -23,7 +23,11 @@ pub struct LineReader<R> {
 impl<R: BufRead> LineReader<R> {
     /// Wraps a reader.
     pub fn new(inner: R) -> LineReader<R> {
-        LineReader { inner, buf: Vec::with_capacity(8192), stats: ReadStats::default() }
+        LineReader {
+            inner,
+            buf: Vec::with_capacity(8192),
+            stats: ReadStats::default(),
+        }
     }
 
     /// The next line without its newline, or None at end of input.
@@ -58,13 +62,15 @@ impl<R: BufRead> LineReader<R> {
         while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
             self.buf.pop();
         }
-        Ok(Some(match String::from_utf8(std::mem::take(&mut self.buf)) {
-            Ok(s) => s,
-            Err(e) => {
-                self.stats.invalid_utf8 += 1;
-                String::from_utf8_lossy(e.as_bytes()).into_owned()
-            }
-        }))
+        Ok(Some(
+            match String::from_utf8(std::mem::take(&mut self.buf)) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.stats.invalid_utf8 += 1;
+                    String::from_utf8_lossy(e.as_bytes()).into_owned()
+                }
+            },
+        ))
     }
 }
 
@@ -80,10 +86,19 @@ mod tests {
         let mut r = LineReader::new(io::BufReader::with_capacity(64, &data[..]));
         assert_eq!(r.next_line().unwrap().as_deref(), Some("one"));
         assert_eq!(r.next_line().unwrap().as_deref(), Some("two"));
-        assert_eq!(r.next_line().unwrap().map(|l| l.len()), Some(MAX_LINE_BYTES));
+        assert_eq!(
+            r.next_line().unwrap().map(|l| l.len()),
+            Some(MAX_LINE_BYTES)
+        );
         assert_eq!(r.next_line().unwrap().as_deref(), Some("bad \u{fffd} utf8"));
         assert_eq!(r.next_line().unwrap().as_deref(), Some("last"));
         assert_eq!(r.next_line().unwrap(), None);
-        assert_eq!(r.stats, ReadStats { truncated: 1, invalid_utf8: 1 });
+        assert_eq!(
+            r.stats,
+            ReadStats {
+                truncated: 1,
+                invalid_utf8: 1
+            }
+        );
     }
 }
