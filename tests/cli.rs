@@ -1,0 +1,239 @@
+//! The binary end to end: `check`, `replay` to stdout, `run` from a pipe,
+//! and `--webhook` against a real HTTP server on 127.0.0.1 that fails before
+//! it accepts.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sigwatch");
+
+fn fixture(name: &str) -> String {
+    format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn check_builtin_pack_passes() {
+    let out = Command::new(BIN).arg("check").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("livekit.drain_stuck") && s.contains("all examples pass"),
+        "{s}"
+    );
+}
+
+#[test]
+fn check_reports_file_line_column_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.yaml");
+    std::fs::write(&p, "rules:\n  - id: x\n    title: t\n    severity: loud\n    match: {contains: a}\n    detect: {count: {window: 1m}}\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--rules"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml:4:"), "{err}");
+    // A failing inline example is also an error.
+    std::fs::write(&p, "rules:\n  - id: x\n    title: t\n    severity: info\n    match: {contains: alpha}\n    detect: {count: {window: 1m}}\n    examples: {match: [beta]}\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--rules"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("should match but does not"));
+}
+
+#[test]
+fn replay_prints_the_documented_schema() {
+    let out = Command::new(BIN)
+        .args(["replay", "--log-level", "warn"])
+        .arg(fixture("egress-black-hole.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for n in &lines {
+        for key in [
+            "state",
+            "rule",
+            "title",
+            "severity",
+            "group",
+            "labels",
+            "annotations",
+            "starts_at",
+            "ends_at",
+            "count",
+            "first_seen",
+            "last_seen",
+            "top_groups",
+            "samples",
+            "fingerprint",
+        ] {
+            assert!(n.get(key).is_some(), "missing {key} in {n}");
+        }
+        assert_eq!(n["labels"]["alertname"], n["rule"]);
+    }
+}
+
+#[test]
+fn run_from_a_pipe_matches_replay() {
+    let mut child = Command::new(BIN)
+        .args(["run", "--log-level", "warn"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data = std::fs::read(fixture("k8s-liveness-cascade.log")).unwrap();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(s.lines().count(), 1, "{s}");
+    assert!(
+        s.contains("\"k8s.liveness_spread\"") && s.contains("\"group\":\"api\""),
+        "{s}"
+    );
+}
+
+#[test]
+fn run_resolves_on_idle_wall_clock_ticks() {
+    // A one-match rule with a 1 s window: after input stops (stdin stays
+    // open), the wall clock alone must resolve the alert.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.yaml");
+    std::fs::write(&p, "rules:\n  - id: t.one\n    title: one\n    severity: info\n    match: {contains: BOOM}\n    detect: {count: {window: 1s}}\n    resolve_after: 1s\n").unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--log-level", "warn", "--lateness", "0s", "--rules"])
+        .arg(&p)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"msg\":\"BOOM\"}\n").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let states: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(states, vec!["firing", "resolved"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_retries_5xx_then_delivers_each_notification_once() {
+    let received = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (r, c) = (received.clone(), calls.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::Json<serde_json::Value>| {
+            let (r, c) = (r.clone(), c.clone());
+            async move {
+                // The first two calls fail with 503: the sender must retry.
+                if c.fetch_add(1, Ordering::SeqCst) < 2 {
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                }
+                r.lock().unwrap().push(body.0);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("http://{addr}/hook");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(BIN)
+            .args([
+                "replay",
+                "--log-level",
+                "warn",
+                "--no-stdout",
+                "--webhook",
+                &url,
+            ])
+            .arg(fixture("egress-black-hole.log"))
+            .output(),
+    )
+    .await
+    .expect("replay finished in time")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = received.lock().unwrap().clone();
+    let mut rules: Vec<String> = got
+        .iter()
+        .map(|n| n["rule"].as_str().unwrap().to_string())
+        .collect();
+    rules.sort();
+    assert_eq!(rules, vec!["egress.black_hole", "egress.disk_full"]);
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "2 failures + 2 deliveries");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_4xx_is_not_retried_and_the_run_still_ends() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let c = c.clone();
+            async move {
+                c.fetch_add(1, Ordering::SeqCst);
+                axum::http::StatusCode::BAD_REQUEST
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(BIN)
+            .args([
+                "replay",
+                "--no-stdout",
+                "--webhook",
+                &format!("http://{addr}/hook"),
+            ])
+            .arg(fixture("grpc-slow-auth.log"))
+            .output(),
+    )
+    .await
+    .expect("replay finished in time")
+    .unwrap();
+    assert!(out.status.success());
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "a 400 is final");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("HTTP 400") && err.contains("not delivered"),
+        "{err}"
+    );
+}
