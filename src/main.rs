@@ -178,7 +178,7 @@ fn check(a: &RulesArgs) -> ExitCode {
     }
     for f in &failures {
         eprintln!(
-            "{}:{}:1: rule {}: example {} {}: {}",
+            "{}:{}:1: rule {}: example {}: {}",
             f.origin.file,
             f.origin.line,
             f.rule,
@@ -187,7 +187,6 @@ fn check(a: &RulesArgs) -> ExitCode {
             } else {
                 "should not match but does"
             },
-            "",
             f.line
         );
     }

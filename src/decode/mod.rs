@@ -190,6 +190,13 @@ pub fn workload_of(pod: &str) -> String {
     pod.to_string()
 }
 
+/// A stream prefix with owned parts: (pod, container, namespace).
+type OwnedPrefix = (String, String, Option<String>);
+
+fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
+    (p.pod.to_string(), p.container.to_string(), p.namespace.map(str::to_string))
+}
+
 /// The decoder: unwrapping, stream context, time resolution.
 pub struct Decoder {
     streams: LruCache<String, StreamState>,
@@ -235,37 +242,19 @@ impl Decoder {
         let raw = raw.strip_suffix('\n').unwrap_or(raw);
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         // Outer prefix first: kubectl --prefix, then stern.
-        let (prefix, rest): (Option<(String, String, Option<String>)>, Cow<'a, str>) =
-            match wrapper::kubectl_prefix(raw) {
-                Some((p, r)) => (
-                    Some((p.pod.to_string(), p.container.to_string(), None)),
-                    Cow::Borrowed(r),
-                ),
-                None => match wrapper::strip_ansi(raw) {
-                    Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
-                        Some((p, r)) => (
-                            Some((
-                                p.pod.to_string(),
-                                p.container.to_string(),
-                                p.namespace.map(str::to_string),
-                            )),
-                            Cow::Borrowed(r),
-                        ),
-                        None => (None, Cow::Borrowed(b)),
-                    },
-                    Cow::Owned(o) => match wrapper::stern_prefix(&o) {
-                        Some((p, r)) => (
-                            Some((
-                                p.pod.to_string(),
-                                p.container.to_string(),
-                                p.namespace.map(str::to_string),
-                            )),
-                            Cow::Owned(r.to_string()),
-                        ),
-                        None => (None, Cow::Owned(o)),
-                    },
+        let (prefix, rest): (Option<OwnedPrefix>, Cow<'a, str>) = match wrapper::kubectl_prefix(raw) {
+            Some((p, r)) => (Some(owned(&p)), Cow::Borrowed(r)),
+            None => match wrapper::strip_ansi(raw) {
+                Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
+                    Some((p, r)) => (Some(owned(&p)), Cow::Borrowed(r)),
+                    None => (None, Cow::Borrowed(b)),
                 },
-            };
+                Cow::Owned(o) => match wrapper::stern_prefix(&o).map(|(p, r)| (owned(&p), r.to_string())) {
+                    Some((p, r)) => (Some(p), Cow::Owned(r)),
+                    None => (None, Cow::Owned(o)),
+                },
+            },
+        };
         let stream = match &prefix {
             Some((pod, container, _)) => format!("{}/{pod}/{container}", source.name),
             None => source.name.clone(),

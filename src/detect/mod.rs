@@ -139,18 +139,11 @@ impl<T> Groups<T> {
     /// The entry of `key`, created with `make` (evicting the least recently
     /// used group when full).
     pub fn entry(&mut self, key: &str, make: impl FnOnce() -> T) -> &mut T {
-        if !self.map.contains(key) {
-            if self.map.len() == self.map.cap().get() {
-                self.evicted += 1;
-                tracing::debug!(group = key, "group evicted: max_groups reached");
-            }
-            self.map.put(key.to_string(), make());
+        if !self.map.contains(key) && self.map.len() == self.map.cap().get() {
+            self.evicted += 1;
+            tracing::debug!(group = key, "Group evicted: max_groups reached.");
         }
-        // Present: just inserted or already there.
-        match self.map.get_mut(key) {
-            Some(v) => v,
-            None => unreachable!("entry was inserted above"),
-        }
+        self.map.get_or_insert_mut(key.to_string(), make)
     }
     /// Read-only access.
     pub fn peek(&self, key: &str) -> Option<&T> {
