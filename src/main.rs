@@ -265,11 +265,17 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
     }
 }
 
-async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
-    let mut engine = build_engine(&p, false)?;
-    let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, true);
-    let mut out = Vec::new();
-    for f in &files {
+/// One replay input with a line of lookahead, for merging files by time.
+struct Input {
+    name: String,
+    source: Source,
+    lines: LineReader<Box<dyn BufRead>>,
+    next: Option<(i64, String)>,
+    last: Option<i64>,
+}
+
+impl Input {
+    fn open(f: &str) -> Result<Input> {
         let reader: Box<dyn BufRead> = if f == "-" {
             Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
         } else {
@@ -277,15 +283,70 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
             Box::new(std::io::BufReader::with_capacity(1 << 16, file))
         };
         let source = Source::named(if f == "-" { "stdin" } else { f });
-        let mut lines = LineReader::new(reader);
-        while let Some(line) = lines.next_line().with_context(|| format!("reading {f}"))? {
-            engine.push_line(&source, &line, None, &mut out);
-            if !out.is_empty() {
-                deliver(&d, &mut out).await;
+        let mut i = Input {
+            name: f.to_string(),
+            source,
+            lines: LineReader::new(reader),
+            next: None,
+            last: None,
+        };
+        i.advance()?;
+        Ok(i)
+    }
+
+    /// Reads the next line; a line without a time of its own sorts with the
+    /// line before it.
+    fn advance(&mut self) -> Result<()> {
+        self.next = match self
+            .lines
+            .next_line()
+            .with_context(|| format!("reading {}", self.name))?
+        {
+            Some(l) => {
+                let t = sigwatch::decode::peek_time(&l, self.last)
+                    .or(self.last)
+                    .unwrap_or(i64::MIN);
+                if t != i64::MIN {
+                    self.last = Some(t);
+                }
+                Some((t, l))
             }
+            None => None,
+        };
+        Ok(())
+    }
+}
+
+async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
+    let mut engine = build_engine(&p, false)?;
+    let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, true);
+    let mut out = Vec::new();
+    // Several files (one per pod, say) are merged by event time, ties going
+    // to the file named first, so the result does not depend on file sizes.
+    let mut inputs = files
+        .iter()
+        .map(|f| Input::open(f))
+        .collect::<Result<Vec<_>>>()?;
+    loop {
+        let pick = inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inp)| inp.next.as_ref().map(|(t, _)| (*t, i)))
+            .min();
+        let Some((_, i)) = pick else { break };
+        let inp = &mut inputs[i];
+        if let Some((_, line)) = inp.next.take() {
+            engine.push_line(&inp.source, &line, None, &mut out);
         }
-        if lines.stats.truncated + lines.stats.invalid_utf8 > 0 {
-            tracing::warn!(file = %f, truncated = lines.stats.truncated, invalid_utf8 = lines.stats.invalid_utf8, "Some lines were cut or repaired.");
+        inp.advance()?;
+        if !out.is_empty() {
+            deliver(&d, &mut out).await;
+        }
+    }
+    for inp in &inputs {
+        let st = inp.lines.stats;
+        if st.truncated + st.invalid_utf8 > 0 {
+            tracing::warn!(file = %inp.name, truncated = st.truncated, invalid_utf8 = st.invalid_utf8, "Some lines were cut or repaired.");
         }
     }
     engine.finish(&mut out);

@@ -237,3 +237,53 @@ async fn webhook_4xx_is_not_retried_and_the_run_still_ends() {
         "{err}"
     );
 }
+
+#[test]
+fn replay_merges_per_pod_files_by_event_time() {
+    // Split the outage into one file per pod (as /var/log/pods has it, in
+    // CRI format): the result must equal the single-stream replay.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("livekit-redis-outage.log")).unwrap();
+    let mut files: std::collections::BTreeMap<String, String> = Default::default();
+    for l in text.lines() {
+        let rest = l.strip_prefix("[pod/").unwrap();
+        let (inner, body) = rest.split_once("] ").unwrap();
+        let pod = inner.split('/').next().unwrap().to_string();
+        let e = files.entry(pod).or_default();
+        e.push_str(&format!("2025-07-01T12:00:00.000000000Z stderr F {body}\n"));
+    }
+    let mut args = vec!["replay".to_string(), "--log-level".into(), "warn".into()];
+    // Largest file first, to show that order on the command line does not matter.
+    let mut paths: Vec<(usize, String)> = files
+        .iter()
+        .map(|(pod, body)| {
+            let p = dir.path().join(format!("{pod}.log"));
+            std::fs::write(&p, body).unwrap();
+            (body.len(), p.display().to_string())
+        })
+        .collect();
+    paths.sort_by(|a, b| b.0.cmp(&a.0));
+    args.extend(paths.into_iter().map(|(_, p)| p));
+    let out = Command::new(BIN).args(&args).output().unwrap();
+    assert!(out.status.success());
+    let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            format!(
+                "{} {} {}",
+                v["state"].as_str().unwrap(),
+                v["rule"].as_str().unwrap(),
+                v["group"].as_str().unwrap()
+            )
+        })
+        .collect();
+    got.sort();
+    got.dedup();
+    let want: Vec<String> = std::fs::read_to_string(fixture("livekit-redis-outage.expected"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, want);
+}

@@ -194,7 +194,11 @@ pub fn workload_of(pod: &str) -> String {
 type OwnedPrefix = (String, String, Option<String>);
 
 fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
-    (p.pod.to_string(), p.container.to_string(), p.namespace.map(str::to_string))
+    (
+        p.pod.to_string(),
+        p.container.to_string(),
+        p.namespace.map(str::to_string),
+    )
 }
 
 /// The decoder: unwrapping, stream context, time resolution.
@@ -242,17 +246,20 @@ impl Decoder {
         let raw = raw.strip_suffix('\n').unwrap_or(raw);
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         // Outer prefix first: kubectl --prefix, then stern.
-        let (prefix, rest): (Option<OwnedPrefix>, Cow<'a, str>) = match wrapper::kubectl_prefix(raw) {
+        let (prefix, rest): (Option<OwnedPrefix>, Cow<'a, str>) = match wrapper::kubectl_prefix(raw)
+        {
             Some((p, r)) => (Some(owned(&p)), Cow::Borrowed(r)),
             None => match wrapper::strip_ansi(raw) {
                 Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
                     Some((p, r)) => (Some(owned(&p)), Cow::Borrowed(r)),
                     None => (None, Cow::Borrowed(b)),
                 },
-                Cow::Owned(o) => match wrapper::stern_prefix(&o).map(|(p, r)| (owned(&p), r.to_string())) {
-                    Some((p, r)) => (Some(p), Cow::Owned(r)),
-                    None => (None, Cow::Owned(o)),
-                },
+                Cow::Owned(o) => {
+                    match wrapper::stern_prefix(&o).map(|(p, r)| (owned(&p), r.to_string())) {
+                        Some((p, r)) => (Some(p), Cow::Owned(r)),
+                        None => (None, Cow::Owned(o)),
+                    }
+                }
             },
         };
         let stream = match &prefix {
@@ -462,6 +469,20 @@ impl Decoder {
         }
         out.sort();
         out
+    }
+}
+
+/// Estimates a raw line's event time without touching any stream state:
+/// the payload's own time, else its wrapper's. Used to merge several files
+/// by time; `reference` completes stamps that have no year.
+pub fn peek_time(raw: &str, reference: Option<i64>) -> Option<i64> {
+    let rest = match wrapper::kubectl_prefix(raw) {
+        Some((_, r)) => r,
+        None => wrapper::stern_prefix(raw).map_or(raw, |(_, r)| r),
+    };
+    match wrapper::cri(rest).or_else(|| wrapper::docker(rest)) {
+        Some(u) => quick_time(&u.content, u.time.or(reference)).or(u.time),
+        None => quick_time(rest, reference),
     }
 }
 
