@@ -262,7 +262,7 @@ fn replay_merges_per_pod_files_by_event_time() {
             (body.len(), p.display().to_string())
         })
         .collect();
-    paths.sort_by(|a, b| b.0.cmp(&a.0));
+    paths.sort_by_key(|p| std::cmp::Reverse(p.0));
     args.extend(paths.into_iter().map(|(_, p)| p));
     let out = Command::new(BIN).args(&args).output().unwrap();
     assert!(out.status.success());
