@@ -181,6 +181,11 @@ impl Engine {
         if let Some(p) = self.decoder.prepare(source, line, arrival) {
             self.ingest(&p, out);
         }
+        while self.decoder.has_queued() {
+            if let Some(p) = self.decoder.prepare_queued(arrival) {
+                self.ingest(&p, out);
+            }
+        }
     }
 
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {

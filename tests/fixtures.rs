@@ -230,3 +230,64 @@ fn a_short_outage_below_for_does_not_page() {
     );
     assert!(stats.alerts.pending_dropped >= 1);
 }
+
+#[test]
+fn k8s_readiness_loss_from_pretty_printed_events() {
+    check("k8s-readiness-loss.log");
+    let (_, stats) = replay_lines(&lines_of("k8s-readiness-loss.log"));
+    assert!(stats.decode.json_blocks > 20, "{:?}", stats.decode);
+}
+
+#[test]
+fn liveness_cascade_from_the_kubectl_events_table() {
+    // `kubectl get events -w` prints a table: no timestamps, the pod only
+    // as `pod/NAME` in the text.
+    let table = "LAST SEEN   TYPE      REASON      OBJECT                         MESSAGE
+0s          Normal    Pulled      pod/api-5f6d7c8b9-q2w3e        Container image \"api:1.4\" already present on machine
+0s          Warning   Unhealthy   pod/api-5f6d7c8b9-a1s2d        Liveness probe failed: Get \"http://10.1.4.10:8080/healthz\": context deadline exceeded
+0s          Warning   Unhealthy   pod/api-5f6d7c8b9-z9x8c        Liveness probe failed: Get \"http://10.1.4.11:8080/healthz\": context deadline exceeded
+0s          Warning   Unhealthy   pod/api-5f6d7c8b9-q2w3e        Liveness probe failed: Get \"http://10.1.4.12:8080/healthz\": context deadline exceeded
+0s          Normal    Started     pod/web-7d9c8b6f5-m4n5b        Started container web";
+    let lines: Vec<String> = table.lines().map(str::to_string).collect();
+    let (out, _) = replay_lines(&lines);
+    assert_eq!(
+        set_of(&out),
+        ["firing k8s.liveness_spread api".to_string()]
+            .into_iter()
+            .collect()
+    );
+    assert!(
+        out[0].annotations["summary"].starts_with("2 of 3 replicas of api"),
+        "{}",
+        out[0].annotations["summary"]
+    );
+}
+
+#[test]
+fn late_events_are_counted_and_placed_at_the_watermark() {
+    let set = sigwatch::rules::compile(&[(
+        "t.yaml".into(),
+        "rules:\n  - id: t\n    title: t\n    severity: info\n    match: {contains: BOOM}\n    detect: {count: {threshold: 2, window: 10s}}\n".into(),
+    )])
+    .unwrap();
+    let mut e = Engine::new(set, Options::default()).unwrap();
+    let src = Source::named("s");
+    let mut out = Vec::new();
+    e.push_line(&src, r#"{"ts":1000,"msg":"BOOM"}"#, None, &mut out);
+    e.push_line(&src, r#"{"ts":1001,"msg":"tick"}"#, None, &mut out);
+    // 60 s behind the newest event: beyond the 5 s lateness.
+    e.push_line(&src, r#"{"ts":941,"msg":"BOOM"}"#, None, &mut out);
+    e.finish(&mut out);
+    assert_eq!(e.stats().late, 1);
+    assert_eq!(
+        out.len(),
+        1,
+        "the late match still counts, at the watermark"
+    );
+    // Within the lateness allowance nothing is late.
+    let set = sigwatch::rules::load_builtin().unwrap();
+    let mut e = Engine::new(set, Options::default()).unwrap();
+    e.push_line(&src, r#"{"ts":1000,"msg":"a"}"#, None, &mut out);
+    e.push_line(&src, r#"{"ts":997,"msg":"b"}"#, None, &mut out);
+    assert_eq!(e.stats().late, 0);
+}

@@ -62,6 +62,10 @@ pub struct DecodeStats {
     pub untimed: u64,
     /// Streams found to mix producers (sticky inheritance turned off).
     pub multiplexed_streams: u64,
+    /// Pretty-printed JSON objects reassembled from several lines.
+    pub json_blocks: u64,
+    /// Items split out of Kubernetes `List` objects.
+    pub list_items: u64,
 }
 
 #[derive(Debug, Default)]
@@ -75,6 +79,29 @@ struct StreamState {
     /// several producers, so inheriting would misattribute lines.
     multiplexed: bool,
     partial: Option<(String, Option<i64>)>,
+    /// A pretty-printed JSON object being reassembled: text, brace depth,
+    /// inside-a-string flag, line count.
+    block: Option<(String, usize, bool, usize)>,
+}
+
+/// Longest pretty-printed JSON object reassembled, in lines.
+pub const MAX_BLOCK_LINES: usize = 100_000;
+
+/// Tracks brace depth through a chunk of JSON text.
+fn json_depth(text: &str, mut depth: usize, in_str: &mut bool) -> usize {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if *in_str => i += 1,
+            b'"' => *in_str = !*in_str,
+            b'{' | b'[' if !*in_str => depth += 1,
+            b'}' | b']' if !*in_str => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    depth
 }
 
 /// A line after unwrapping, ready for the matcher.
@@ -124,6 +151,9 @@ impl Event {
         }
         if let Some(l) = path.strip_prefix("labels.") {
             return label(&self.labels, l);
+        }
+        if let Some(lit) = path.strip_prefix("after:") {
+            return payload::token_after(&self.text, lit).map(Cow::Borrowed);
         }
         if let Some((_, v)) = self.captures.iter().find(|(k, _)| k == path) {
             return Some(Cow::Borrowed(v.as_str()));
@@ -204,6 +234,8 @@ fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
 /// The decoder: unwrapping, stream context, time resolution.
 pub struct Decoder {
     streams: LruCache<String, StreamState>,
+    /// Lines produced by splitting one input line (List items): (stream, text).
+    queued: std::collections::VecDeque<(String, String)>,
     sticky_keys: Vec<String>,
     last_time: Option<i64>,
     live: bool,
@@ -217,6 +249,7 @@ impl Decoder {
         let cap = NonZeroUsize::new(MAX_STREAMS).unwrap_or(NonZeroUsize::MIN);
         Decoder {
             streams: LruCache::new(cap),
+            queued: Default::default(),
             sticky_keys: keys.sticky.clone(),
             last_time: None,
             live,
@@ -334,10 +367,79 @@ impl Decoder {
                 (content, wrapper_time)
             }
         };
+        let text = self.reassemble_block(&stream, text)?;
         let time = self.update_stream(&stream, &text, wrapper_time, arrival);
         Some(Prepared {
             text,
             wrapper_time,
+            stream,
+            time,
+        })
+    }
+
+    /// Joins a pretty-printed JSON object (a line that is exactly `{` up to
+    /// its closing brace) into one text; splits a Kubernetes `List` into its
+    /// items, the first returned and the rest queued.
+    fn reassemble_block<'a>(&mut self, stream: &str, text: Cow<'a, str>) -> Option<Cow<'a, str>> {
+        let st = self.streams.get_mut(stream)?;
+        let done = match &mut st.block {
+            Some((buf, depth, in_str, lines)) => {
+                buf.push('\n');
+                buf.push_str(&text);
+                *depth = json_depth(&text, *depth, in_str);
+                *lines += 1;
+                if *depth > 0 && buf.len() < MAX_PARTIAL_BYTES && *lines < MAX_BLOCK_LINES {
+                    return None;
+                }
+                if *depth > 0 {
+                    self.stats.partial_overflow += 1;
+                }
+                st.block.take().map(|b| b.0)
+            }
+            None if text.trim_end() == "{" => {
+                st.block = Some((text.into_owned(), 1, false, 1));
+                return None;
+            }
+            None => return Some(text),
+        };
+        let joined = done?;
+        self.stats.json_blocks += 1;
+        if let Ok(serde_json::Value::Object(mut m)) =
+            serde_json::from_str::<serde_json::Value>(&joined)
+        {
+            let is_list = m
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .is_some_and(|k| k.ends_with("List"));
+            if let (true, Some(serde_json::Value::Array(items))) = (is_list, m.remove("items")) {
+                let mut texts: Vec<String> = items.iter().map(|i| i.to_string()).collect();
+                self.stats.list_items += texts.len() as u64;
+                if texts.is_empty() {
+                    return Some(Cow::Owned(joined));
+                }
+                let first = texts.remove(0);
+                self.queued
+                    .extend(texts.into_iter().map(|t| (stream.to_string(), t)));
+                return Some(Cow::Owned(first));
+            }
+            // One line, so the text and its samples stay readable.
+            return Some(Cow::Owned(serde_json::Value::Object(m).to_string()));
+        }
+        Some(Cow::Owned(joined))
+    }
+
+    /// Whether lines split out of a List wait in the queue.
+    pub fn has_queued(&self) -> bool {
+        !self.queued.is_empty()
+    }
+
+    /// Prepares the next queued line (an item of a split List), if any.
+    pub fn prepare_queued(&mut self, arrival: Option<i64>) -> Option<Prepared<'static>> {
+        let (stream, text) = self.queued.pop_front()?;
+        let time = self.update_stream(&stream, &text, None, arrival);
+        Some(Prepared {
+            text: Cow::Owned(text),
+            wrapper_time: None,
             stream,
             time,
         })
@@ -399,21 +501,17 @@ impl Decoder {
     }
 
     /// Cheap lookup on a prepared line: labels, sticky values and fields found
-    /// by substring search. Dotted paths that are not literal keys fall back
-    /// to a JSON parse of the line.
+    /// by substring search (never a JSON parse).
     pub fn quick_lookup<'b>(&'b self, p: &'b Prepared<'_>, path: &str) -> Option<Cow<'b, str>> {
         let st = self.streams.peek(&p.stream);
         if let Some(l) = path.strip_prefix("labels.") {
             return st.and_then(|s| label(&s.labels, l));
         }
-        if let Some(v) = quick_get(&p.text, path) {
-            return Some(v);
+        if let Some(lit) = path.strip_prefix("after:") {
+            return payload::token_after(&p.text, lit).map(Cow::Borrowed);
         }
-        if path.contains('.') && p.text.trim_start().starts_with('{') {
-            let pl = payload::decode(&p.text, Some(p.time));
-            if let Some(v) = pl.fields.get(path) {
-                return Some(Cow::Owned(v.into_owned()));
-            }
+        if let Some(v) = payload::quick_get_path(&p.text, path) {
+            return Some(v);
         }
         st.filter(|s| !s.multiplexed).and_then(|s| {
             s.sticky
@@ -552,6 +650,46 @@ mod tests {
             None
         );
         assert_eq!(d.stats().multiplexed_streams, 1);
+    }
+
+    #[test]
+    fn pretty_json_objects_and_lists_are_reassembled() {
+        let mut d = dec();
+        let src = Source::named("events");
+        let obj = "{\n  \"kind\": \"Event\",\n  \"message\": \"Liveness probe failed: {x}\",\n  \"lastTimestamp\": \"2024-05-01T12:00:40Z\"\n}";
+        let mut got = Vec::new();
+        for l in obj.lines() {
+            if let Some(p) = d.prepare(&src, l, None) {
+                got.push((p.text.to_string(), p.time));
+            }
+        }
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].0.contains("Liveness probe failed: {x}") && !got[0].0.contains('\n'),
+            "{}",
+            got[0].0
+        );
+        assert_eq!(
+            got[0].1,
+            time::parse_rfc3339("2024-05-01T12:00:40Z").unwrap()
+        );
+        let list = "{\n\"apiVersion\": \"v1\",\n\"items\": [\n{\"message\": \"a\", \"lastTimestamp\": \"2024-05-01T12:00:41Z\"},\n{\"message\": \"b\"}\n],\n\"kind\": \"List\"\n}";
+        let mut texts = Vec::new();
+        for l in list.lines() {
+            if let Some(p) = d.prepare(&src, l, None) {
+                texts.push(p.text.to_string());
+            }
+        }
+        while let Some(p) = d.prepare_queued(None) {
+            texts.push(p.text.to_string());
+        }
+        assert_eq!(texts.len(), 2);
+        assert!(texts[0].contains("\"a\"") && texts[1].contains("\"b\""));
+        assert_eq!(d.stats().list_items, 2);
+        // A truncated one-line object is not a block: it passes through.
+        assert!(d
+            .prepare(&src, "{\"level\":\"info\",\"msg\":\"trunc", None)
+            .is_some());
     }
 
     #[test]

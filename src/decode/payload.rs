@@ -550,6 +550,71 @@ pub fn quick_get<'a>(text: &'a str, key: &str) -> Option<Cow<'a, str>> {
     None
 }
 
+/// The token after the first occurrence of `lit` in `text`: letters,
+/// digits, `.`, `-`, `_`, `:` (e.g. `after:pod/` reads `pod/api-1` → `api-1`).
+pub fn token_after<'a>(text: &'a str, lit: &str) -> Option<&'a str> {
+    let i = memchr::memmem::find(text.as_bytes(), lit.as_bytes())? + lit.len();
+    let rest = &text[i..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':')))
+        .unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
+}
+
+/// Cheap lookup of a dotted path (`involvedObject.name`, `source.host`) in
+/// JSON text: a literal key first (zap writes `rtc.portTCP`), else each
+/// segment narrows the search to the object value of the one before it.
+pub fn quick_get_path<'a>(text: &'a str, path: &str) -> Option<Cow<'a, str>> {
+    if let Some(v) = quick_get(text, path) {
+        return Some(v);
+    }
+    let (first, rest) = path.split_once('.')?;
+    let obj = quick_object(text, first)?;
+    quick_get_path(obj, rest)
+}
+
+/// The text of the object value of `key` (from `{` to its matching `}`).
+fn quick_object<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let bytes = text.as_bytes();
+    let pat = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(off) = memchr::memmem::find(&bytes[from..], pat.as_bytes()) {
+        let mut j = from + off + pat.len();
+        from = j;
+        while bytes.get(j).is_some_and(|b| *b == b' ') {
+            j += 1;
+        }
+        if bytes.get(j) != Some(&b':') {
+            continue;
+        }
+        j += 1;
+        while bytes.get(j).is_some_and(|b| *b == b' ') {
+            j += 1;
+        }
+        if bytes.get(j) != Some(&b'{') {
+            continue;
+        }
+        let (mut depth, mut in_str, mut k) = (0usize, false, j);
+        while k < bytes.len() {
+            match bytes[k] {
+                b'\\' if in_str => k += 1,
+                b'"' => in_str = !in_str,
+                b'{' if !in_str => depth += 1,
+                b'}' if !in_str => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return text.get(j..=k);
+                    }
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        return None;
+    }
+    None
+}
+
 fn json_scalar_at(text: &str, j: usize) -> Option<Cow<'_, str>> {
     let rest = text.get(j..)?;
     if let Some(body) = rest.strip_prefix('"') {
@@ -737,6 +802,26 @@ mod tests {
             Some("1714568400.5")
         );
         assert_eq!(quick_get(r#"{"apod":"x"}"#, "pod"), None);
+    }
+
+    #[test]
+    fn quick_nested_paths_stay_inside_their_object() {
+        let t = r#"{"metadata":{"name":"ev.17cb"},"involvedObject":{"kind":"Pod","name":"api-1","x":{"name":"deep"}},"source":{"host":"node-a"},"rtc.portTCP":7881}"#;
+        assert_eq!(
+            quick_get_path(t, "involvedObject.name").as_deref(),
+            Some("api-1")
+        );
+        assert_eq!(
+            quick_get_path(t, "involvedObject.x.name").as_deref(),
+            Some("deep")
+        );
+        assert_eq!(quick_get_path(t, "source.host").as_deref(), Some("node-a"));
+        assert_eq!(quick_get_path(t, "rtc.portTCP").as_deref(), Some("7881"));
+        assert_eq!(quick_get_path(t, "source.port"), None);
+        assert_eq!(
+            quick_get_path(r#"{"a":{"s":"}{\"","b":"c"}}"#, "a.b").as_deref(),
+            Some("c")
+        );
     }
 
     #[test]

@@ -49,10 +49,12 @@ impl Share {
             min_total: s.min_total,
             min_share: s.min_share,
             min_groups: s.min_groups.unwrap_or(2).max(1),
+            // A node seen within the hour is part of the fleet even if it is
+            // idle now: a black hole makes the healthy nodes quiet.
             pop_window: s
                 .population_window
                 .map(|d| d.ns())
-                .unwrap_or(s.window.ns().max(600_000_000_000)),
+                .unwrap_or(s.window.ns().max(3_600_000_000_000)),
             max_groups,
             parts: BTreeMap::new(),
             key_part: BTreeMap::new(),

@@ -220,7 +220,9 @@ pub struct Rule {
 #[derive(Debug, Clone)]
 pub struct KeyConfig {
     /// Alias name → candidate paths, first present wins. A path is a field
-    /// path (`nodeID`, `source.host`) or `labels.NAME` for stream context.
+    /// path (`nodeID`, `source.host`), `labels.NAME` for stream context, or
+    /// `after:LITERAL` for the token following a literal in the text
+    /// (`after:pod/` reads `kubectl get events` table lines).
     pub aliases: BTreeMap<String, Vec<String>>,
     /// Sticky field names.
     pub sticky: Vec<String>,
@@ -255,6 +257,7 @@ impl Default for KeyConfig {
                 "pod",
                 "k8s.pod.name",
                 "kubernetes.pod_name",
+                "after:pod/",
             ]),
         );
         aliases.insert(

@@ -334,7 +334,8 @@ pub struct ShareSpec {
     /// Fewest groups alive (logging anything) for a share to be meaningful (default 2).
     #[serde(default)]
     pub min_groups: Option<usize>,
-    /// How recently a group must have logged anything to count as alive.
+    /// How recently a group must have logged anything to count as alive
+    /// (default: the larger of the window and 1h).
     #[serde(default)]
     pub population_window: Option<Dur>,
     /// Split by this key; shares are computed within each value.
