@@ -282,7 +282,16 @@ impl Input {
             let file = std::fs::File::open(f).with_context(|| format!("cannot open {f}"))?;
             Box::new(std::io::BufReader::with_capacity(1 << 16, file))
         };
-        let source = Source::named(if f == "-" { "stdin" } else { f });
+        let mut source = Source::named(if f == "-" { "stdin" } else { f });
+        if f != "-" {
+            // The file name is the last-resort identity of its lines' node.
+            let base = std::path::Path::new(f)
+                .file_name()
+                .map(|b| b.to_string_lossy().into_owned());
+            source
+                .labels
+                .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
+        }
         let mut i = Input {
             name: f.to_string(),
             source,

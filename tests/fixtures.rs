@@ -291,3 +291,27 @@ fn late_events_are_counted_and_placed_at_the_watermark() {
     e.push_line(&src, r#"{"ts":997,"msg":"b"}"#, None, &mut out);
     assert_eq!(e.stats().late, 0);
 }
+
+#[test]
+fn same_incident_through_fluent_bit_envelopes() {
+    // A shipper's records on one stream: the pod comes from the envelope's
+    // kubernetes metadata, the node from the line inside `log`.
+    let lines: Vec<String> = lines_of("livekit-redis-outage.log")
+        .iter()
+        .map(|l| {
+            let rest = l.strip_prefix("[pod/").unwrap();
+            let (inner, body) = rest.split_once("] ").unwrap();
+            let (pod, c) = inner.split_once('/').unwrap();
+            serde_json::json!({
+                "date": 1751371200.0,
+                "log": format!("{body}\n"),
+                "stream": "stderr",
+                "kubernetes": {"pod_name": pod, "container_name": c, "namespace_name": "livekit", "host": "worker-1"}
+            })
+            .to_string()
+        })
+        .collect();
+    let (out, stats) = replay_lines(&lines);
+    assert_eq!(set_of(&out), expected("livekit-redis-outage.log"));
+    assert_eq!(stats.decode.multiplexed_streams, 0);
+}

@@ -223,6 +223,20 @@ pub fn workload_of(pod: &str) -> String {
 /// A stream prefix with owned parts: (pod, container, namespace).
 type OwnedPrefix = (String, String, Option<String>);
 
+/// The pod of a Fluent Bit / Vector record (`kubernetes.pod_name`,
+/// `kubernetes.container_name`, `kubernetes.namespace_name`), found cheaply.
+fn envelope_pod(text: &str) -> Option<OwnedPrefix> {
+    let t = text.trim_start();
+    if !t.starts_with('{') || memchr::memmem::find(t.as_bytes(), b"\"pod_name\"").is_none() {
+        return None;
+    }
+    let pod = payload::quick_get_path(t, "kubernetes.pod_name")?.into_owned();
+    let container = payload::quick_get_path(t, "kubernetes.container_name")
+        .map_or_else(String::new, |c| c.into_owned());
+    let ns = payload::quick_get_path(t, "kubernetes.namespace_name").map(|n| n.into_owned());
+    Some((pod, container, ns))
+}
+
 fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
     (
         p.pod.to_string(),
@@ -295,30 +309,13 @@ impl Decoder {
                 }
             },
         };
+        // Without a prefix, a shipper's envelope may name the pod.
+        let prefix = prefix.or_else(|| envelope_pod(&rest));
         let stream = match &prefix {
             Some((pod, container, _)) => format!("{}/{pod}/{container}", source.name),
             None => source.name.clone(),
         };
-        if !self.streams.contains(&stream) {
-            let mut labels = source.labels.clone();
-            if let Some((pod, container, ns)) = &prefix {
-                labels.push(("pod".into(), pod.clone()));
-                labels.push(("container".into(), container.clone()));
-                if let Some(ns) = ns {
-                    labels.push(("namespace".into(), ns.clone()));
-                }
-            }
-            if self.streams.len() == self.streams.cap().get() {
-                self.stats.streams_evicted += 1;
-            }
-            self.streams.put(
-                stream.clone(),
-                StreamState {
-                    labels: Arc::new(labels),
-                    ..StreamState::default()
-                },
-            );
-        }
+        self.ensure_stream(&stream, source, prefix.as_ref());
         // Container runtime wrapper.
         let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) =
             match rest {
@@ -443,6 +440,28 @@ impl Decoder {
             stream,
             time,
         })
+    }
+
+    fn ensure_stream(&mut self, stream: &str, source: &Source, prefix: Option<&OwnedPrefix>) {
+        if self.streams.contains(stream) {
+            return;
+        }
+        let mut labels = source.labels.clone();
+        if let Some((pod, container, ns)) = prefix {
+            labels.push(("pod".into(), pod.clone()));
+            labels.push(("container".into(), container.clone()));
+            if let Some(ns) = ns {
+                labels.push(("namespace".into(), ns.clone()));
+            }
+        }
+        if self.streams.len() == self.streams.cap().get() {
+            self.stats.streams_evicted += 1;
+        }
+        let state = StreamState {
+            labels: Arc::new(labels),
+            ..StreamState::default()
+        };
+        self.streams.put(stream.to_string(), state);
     }
 
     fn update_stream(

@@ -187,11 +187,44 @@ fn plain(t: &str, malformed: bool) -> Payload {
     }
 }
 
+/// Keys under which an envelope (journald JSON, Fluent Bit, Vector, Docker
+/// via a shipper) carries the application's own line.
+const ENVELOPE_KEYS: &[&str] = &["MESSAGE", "log", "message"];
+
 fn decode_json(t: &str) -> Payload {
     // serde_json into a Map: duplicate keys are allowed, the last one wins.
-    let map = match serde_json::from_str::<Value>(t.trim()) {
+    let mut map = match serde_json::from_str::<Value>(t.trim()) {
         Ok(Value::Object(m)) => m,
         _ => return plain(t, true),
+    };
+    // An envelope: decode the inner line and lift its fields beside the
+    // envelope's own (which win), so `nodeID` inside a Fluent Bit `log`
+    // string or klog pairs inside journald's `MESSAGE` are fields.
+    let inner = ENVELOPE_KEYS.iter().find_map(|k| match map.get(*k) {
+        Some(Value::String(s)) if s.len() > 2 => {
+            let p = decode(s, None);
+            (p.format != Format::Plain).then_some(p)
+        }
+        _ => None,
+    });
+    let (inner_msg, inner_time, inner_level) = match inner {
+        Some(p) => {
+            match p.fields {
+                Fields::Json(m) => {
+                    for (k, v) in m {
+                        map.entry(k).or_insert(v);
+                    }
+                }
+                Fields::Pairs(pairs) => {
+                    for (k, v) in pairs {
+                        map.entry(k).or_insert(Value::String(v));
+                    }
+                }
+                Fields::None => {}
+            }
+            (Some(p.message), p.time, p.level)
+        }
+        None => (None, None, None),
     };
     let fields = Fields::Json(map);
     let message = MSG_KEYS
@@ -199,10 +232,12 @@ fn decode_json(t: &str) -> Payload {
         .find_map(|k| fields.get(k))
         .map(|c| c.into_owned())
         .unwrap_or_default();
-    let time = json_time(&fields);
+    let message = inner_msg.unwrap_or(message);
+    let time = json_time(&fields).or(inner_time);
     let level = LEVEL_KEYS
         .iter()
-        .find_map(|k| fields.get(k).and_then(|v| Level::parse(&v)));
+        .find_map(|k| fields.get(k).and_then(|v| Level::parse(&v)))
+        .or(inner_level);
     // Kubernetes events carry their severity as type: Warning / Normal.
     let level = level.or_else(|| match fields.get("type").as_deref() {
         Some("Warning") => Some(Level::Warn),
@@ -536,6 +571,31 @@ pub fn quick_get<'a>(text: &'a str, key: &str) -> Option<Cow<'a, str>> {
             }
             return json_scalar_at(text, j);
         }
+        // A key inside a JSON string (an envelope): \"key\":\"value\".
+        if i >= 2
+            && bytes[i - 1] == b'"'
+            && bytes[i - 2] == b'\\'
+            && text[end..].starts_with("\\\":")
+        {
+            let after = &text[end + 3..];
+            let after = after.trim_start();
+            if let Some(body) = after.strip_prefix("\\\"") {
+                let stop = body.find("\\\"").unwrap_or(body.len());
+                return Some(Cow::Borrowed(&body[..stop]));
+            }
+            let stop = after.find([',', '}', ' ']).unwrap_or(after.len());
+            if stop > 0 {
+                return Some(Cow::Borrowed(&after[..stop]));
+            }
+            continue;
+        }
+        // A logfmt pair inside a JSON string: pod=\"ns/name\".
+        let at_boundary = i == 0 || bytes[i - 1] == b' ';
+        if at_boundary && text[end..].starts_with("=\\\"") {
+            let body = &text[end + 3..];
+            let stop = body.find("\\\"").unwrap_or(body.len());
+            return Some(Cow::Borrowed(&body[..stop]));
+        }
         // logfmt key: at start or after a space, followed by '='.
         let at_boundary = i == 0 || bytes[i - 1] == b' ';
         if at_boundary && bytes.get(end) == Some(&b'=') {
@@ -822,6 +882,25 @@ mod tests {
             quick_get_path(r#"{"a":{"s":"}{\"","b":"c"}}"#, "a.b").as_deref(),
             Some("c")
         );
+    }
+
+    #[test]
+    fn envelopes_expose_the_inner_line() {
+        // Fluent Bit / Vector record around a zap JSON line.
+        let fb = r#"{"log":"{\"level\":\"error\",\"ts\":1714568400.5,\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_q\"}\n","stream":"stderr","kubernetes":{"pod_name":"lk-0","host":"node-7"}}"#;
+        let p = decode(fb, None);
+        assert_eq!(p.message, "failed to mark as draining");
+        assert_eq!(p.level, Some(Level::Error));
+        assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_q"));
+        assert_eq!(p.fields.get("kubernetes.host").as_deref(), Some("node-7"));
+        assert_eq!(quick_get(fb, "nodeID").as_deref(), Some("ND_q"));
+        // journald JSON around a klog line.
+        let j = r#"{"_HOSTNAME":"node-a","__REALTIME_TIMESTAMP":"1714564840118204","MESSAGE":"I0501 12:00:40.118204    1187 prober.go:107] \"Probe failed\" probeType=\"Liveness\" pod=\"prod/api-0\""}"#;
+        let p = decode(j, None);
+        assert_eq!(p.message, "Probe failed");
+        assert_eq!(p.fields.get("pod").as_deref(), Some("prod/api-0"));
+        assert_eq!(p.time, Some(1_714_564_840_118_204_000));
+        assert_eq!(quick_get(j, "pod").as_deref(), Some("prod/api-0"));
     }
 
     #[test]

@@ -245,8 +245,11 @@ impl Default for KeyConfig {
                 "hostname",
                 "_HOSTNAME",
                 "source.host",
+                "kubernetes.host",
                 "labels.pod",
                 "pod",
+                "kubernetes.pod_name",
+                "labels.file",
             ]),
         );
         aliases.insert(
