@@ -8,9 +8,9 @@ use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
 use sigwatch::rules::{self, duration::Dur, RuleSet};
-use sigwatch::source::stdin::LineReader;
+use sigwatch::source::replay::Merged;
+use sigwatch::source::wall_ns;
 use sigwatch::{Engine, Options};
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -265,97 +265,20 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
     }
 }
 
-/// One replay input with a line of lookahead, for merging files by time.
-struct Input {
-    name: String,
-    source: Source,
-    lines: LineReader<Box<dyn BufRead>>,
-    next: Option<(i64, String)>,
-    last: Option<i64>,
-}
-
-impl Input {
-    fn open(f: &str) -> Result<Input> {
-        let reader: Box<dyn BufRead> = if f == "-" {
-            Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
-        } else {
-            let file = std::fs::File::open(f).with_context(|| format!("cannot open {f}"))?;
-            Box::new(std::io::BufReader::with_capacity(1 << 16, file))
-        };
-        let mut source = Source::named(if f == "-" { "stdin" } else { f });
-        if f != "-" {
-            // The file name is the last-resort identity of its lines' node.
-            let base = std::path::Path::new(f)
-                .file_name()
-                .map(|b| b.to_string_lossy().into_owned());
-            source
-                .labels
-                .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
-        }
-        let mut i = Input {
-            name: f.to_string(),
-            source,
-            lines: LineReader::new(reader),
-            next: None,
-            last: None,
-        };
-        i.advance()?;
-        Ok(i)
-    }
-
-    /// Reads the next line; a line without a time of its own sorts with the
-    /// line before it.
-    fn advance(&mut self) -> Result<()> {
-        self.next = match self
-            .lines
-            .next_line()
-            .with_context(|| format!("reading {}", self.name))?
-        {
-            Some(l) => {
-                let t = sigwatch::decode::peek_time(&l, self.last)
-                    .or(self.last)
-                    .unwrap_or(i64::MIN);
-                if t != i64::MIN {
-                    self.last = Some(t);
-                }
-                Some((t, l))
-            }
-            None => None,
-        };
-        Ok(())
-    }
-}
-
 async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     let mut engine = build_engine(&p, false)?;
     let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, true);
     let mut out = Vec::new();
-    // Several files (one per pod, say) are merged by event time, ties going
-    // to the file named first, so the result does not depend on file sizes.
-    let mut inputs = files
-        .iter()
-        .map(|f| Input::open(f))
-        .collect::<Result<Vec<_>>>()?;
-    loop {
-        let pick = inputs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, inp)| inp.next.as_ref().map(|(t, _)| (*t, i)))
-            .min();
-        let Some((_, i)) = pick else { break };
-        let inp = &mut inputs[i];
-        if let Some((_, line)) = inp.next.take() {
-            engine.push_line(&inp.source, &line, None, &mut out);
-        }
-        inp.advance()?;
+    let mut inputs = Merged::open(&files)?;
+    while let Some((source, line)) = inputs.next_line()? {
+        engine.push_line(source, &line, None, &mut out);
         if !out.is_empty() {
             deliver(&d, &mut out).await;
         }
     }
-    for inp in &inputs {
-        let st = inp.lines.stats;
+    for (name, st) in inputs.stats() {
         if st.truncated + st.invalid_utf8 > 0 {
-            tracing::warn!(file = %inp.name, truncated = st.truncated, invalid_utf8 = st.invalid_utf8, "Some lines were cut or repaired.");
+            tracing::warn!(file = %name, truncated = st.truncated, invalid_utf8 = st.invalid_utf8, "Some lines were cut or repaired.");
         }
     }
     engine.finish(&mut out);
@@ -364,34 +287,10 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-fn wall_ns() -> i64 {
-    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
-}
-
 async fn run(p: PipelineArgs) -> Result<()> {
     let mut engine = build_engine(&p, true)?;
     let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
-    // Reading stdin blocks, so it has its own thread; the bounded channel
-    // pushes back on the pipe when detection falls behind instead of buffering.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(String, i64)>(4096);
-    std::thread::spawn(move || {
-        let mut lines =
-            LineReader::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()));
-        loop {
-            match lines.next_line() {
-                Ok(Some(l)) => {
-                    if tx.blocking_send((l, wall_ns())).is_err() {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::error!(error = %e, "Reading stdin failed.");
-                    break;
-                }
-            }
-        }
-    });
+    let mut rx = sigwatch::source::stdin::spawn_reader(4096);
     let source = Source::named("stdin");
     let mut out = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -148,6 +148,8 @@ const TIME_KEYS: &[&str] = &[
     "@timestamp",
     "eventTime",
     "lastTimestamp",
+    // Fluent Bit's record time (float epoch), last: apps rarely use it.
+    "date",
 ];
 const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
 

@@ -74,6 +74,39 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// Reads stdin on its own thread (reading blocks) into a bounded channel of
+/// (line, arrival wall time). When detection falls behind, the full channel
+/// pushes back on the pipe instead of buffering without bound.
+pub fn spawn_reader(capacity: usize) -> tokio::sync::mpsc::Receiver<(String, i64)> {
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+    std::thread::spawn(move || {
+        let mut lines = LineReader::new(io::BufReader::with_capacity(1 << 16, io::stdin()));
+        loop {
+            match lines.next_line() {
+                Ok(Some(l)) => {
+                    if tx.blocking_send((l, super::wall_ns())).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(error = %e, "Reading stdin failed.");
+                    break;
+                }
+            }
+        }
+        let st = lines.stats;
+        if st.truncated + st.invalid_utf8 > 0 {
+            tracing::warn!(
+                truncated = st.truncated,
+                invalid_utf8 = st.invalid_utf8,
+                "Some stdin lines were cut or repaired."
+            );
+        }
+    });
+    rx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
