@@ -37,7 +37,7 @@ enum Cmd {
     /// Replay log files in event time; the same input always gives the same output.
     Replay(ReplayArgs),
     /// Validate rules and their inline examples; print one line per rule.
-    Check(RulesArgs),
+    Check(CheckArgs),
 }
 
 #[derive(Args, Clone)]
@@ -45,6 +45,16 @@ struct RulesArgs {
     /// Rule file or directory (repeatable). Default: the built-in pack.
     #[arg(long = "rules", value_name = "PATH")]
     rules: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    rules: RulesArgs,
+    /// Print the automaton's literals, one per line, instead of the summary
+    /// (for `rg -F -f` / `grep -F -f` comparisons).
+    #[arg(long)]
+    literals: bool,
 }
 
 #[derive(Args, Clone)]
@@ -134,14 +144,28 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the runtime")
 }
 
-fn check(a: &RulesArgs) -> ExitCode {
-    let set = match load_rules(a) {
+fn check(a: &CheckArgs) -> ExitCode {
+    let set = match load_rules(&a.rules) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(1);
         }
     };
+    if a.literals {
+        return match sigwatch::matcher::Matcher::new(&set) {
+            Ok(m) => {
+                for l in m.literals() {
+                    println!("{l}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sigwatch: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let failures = match sigwatch::check_examples(&set) {
         Ok(f) => f,
         Err(e) => {

@@ -45,6 +45,7 @@ pub struct Matcher {
     /// Conditions with no required literal: candidates on every line.
     always: Vec<CondId>,
     literal_count: usize,
+    literals: Vec<String>,
 }
 
 /// Reusable per-line scratch space, so matching does not allocate.
@@ -133,6 +134,10 @@ impl Matcher {
             });
         }
         let literal_count = literal_ids.len();
+        let mut literals: Vec<(usize, String)> =
+            literal_ids.iter().map(|(l, i)| (*i, l.clone())).collect();
+        literals.sort();
+        let literals: Vec<String> = literals.into_iter().map(|(_, l)| l).collect();
         let mut literal_conds = vec![Vec::new(); literal_count];
         let mut always = Vec::new();
         for (cid, plan) in plans.iter().enumerate() {
@@ -171,7 +176,13 @@ impl Matcher {
             plans,
             always,
             literal_count,
+            literals,
         })
+    }
+
+    /// The distinct literals, in first-use order (without escaped variants).
+    pub fn literals(&self) -> &[String] {
+        &self.literals
     }
 
     /// Number of distinct literals in the automaton.
