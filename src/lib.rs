@@ -83,6 +83,10 @@ pub struct Engine {
     cond_users: Vec<Vec<(usize, Role)>>,
     population_rules: Vec<usize>,
     partition_keys: Vec<Option<String>>,
+    /// Per population rule: compiled ids of its group keys and partition key.
+    pop_keys: Vec<(Vec<decode::keys::KeyId>, Option<decode::keys::KeyId>)>,
+    /// Per line: resolved value of each compiled key (resolved at most once).
+    key_cache: Vec<Option<Option<String>>>,
     opts: Options,
     max_time: Option<i64>,
     watermark: i64,
@@ -98,7 +102,6 @@ impl Engine {
     /// Builds an engine for a compiled rule set.
     pub fn new(rules: RuleSet, opts: Options) -> Result<Engine, MatcherError> {
         let matcher = Matcher::new(&rules)?;
-        let decoder = Decoder::new(&rules.keys, opts.live);
         let mut cond_users = vec![Vec::new(); rules.conditions.len()];
         let mut population_rules = Vec::new();
         let mut partition_keys = Vec::new();
@@ -122,10 +125,33 @@ impl Engine {
                 _ => None,
             });
         }
+        // The cheap path resolves every population key once per line.
+        let mut names: Vec<String> = Vec::new();
+        for &ri in &population_rules {
+            names.extend(rules.rules[ri].group_by.iter().cloned());
+            names.extend(partition_keys[ri].iter().cloned());
+        }
+        let decoder = Decoder::with_group_keys(&rules.keys, opts.live, &names);
+        let pop_keys = population_rules
+            .iter()
+            .map(|&ri| {
+                let ids = rules.rules[ri]
+                    .group_by
+                    .iter()
+                    .filter_map(|k| decoder.key_id(k))
+                    .collect();
+                (
+                    ids,
+                    partition_keys[ri].as_ref().and_then(|k| decoder.key_id(k)),
+                )
+            })
+            .collect();
         Ok(Engine {
             rules,
             matcher,
             decoder,
+            pop_keys,
+            key_cache: Vec::new(),
             scratch: Scratch::default(),
             detectors,
             alerts: Alerts::new(),
@@ -197,25 +223,27 @@ impl Engine {
             self.stats.late += 1;
             t = self.watermark;
         }
-        // Population: every event's group key, for spread and share.
+        // Population: every event's group key, for spread and share. Each
+        // compiled key is resolved at most once per line, whatever the
+        // number of rules sharing it.
+        self.key_cache.clear();
         for i in 0..self.population_rules.len() {
             let ri = self.population_rules[i];
-            let rule = &self.rules.rules[ri];
-            let keys = &self.rules.keys;
-            let dec = &self.decoder;
-            let get = |k: &str| dec.quick_lookup(p, k);
-            let group = rule
-                .group_by
-                .iter()
-                .find_map(|k| resolve_key(keys, k, &get));
-            if let Some(g) = group {
-                let part = match &self.partition_keys[ri] {
-                    Some(k) => resolve_key(keys, k, &get),
-                    None => Some(CLUSTER.to_string()),
-                };
-                if let Some(part) = part {
-                    self.detectors[ri].seen(&g, &part, t);
+            let mut group = None;
+            for j in 0..self.pop_keys[i].0.len() {
+                let id = self.pop_keys[i].0[j];
+                if let Some(v) = self.cached_key(id, p) {
+                    group = Some(v);
+                    break;
                 }
+            }
+            let Some(g) = group else { continue };
+            let part = match self.pop_keys[i].1 {
+                Some(id) => self.cached_key(id, p),
+                None => Some(CLUSTER.to_string()),
+            };
+            if let Some(part) = part {
+                self.detectors[ri].seen(&g, &part, t);
             }
         }
         if self.matcher.scan(&p.text, &mut self.scratch) {
@@ -242,6 +270,18 @@ impl Engine {
         if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
             self.tick(self.watermark, out);
         }
+    }
+
+    fn cached_key(&mut self, id: decode::keys::KeyId, p: &Prepared<'_>) -> Option<String> {
+        if self.key_cache.len() <= id {
+            self.key_cache.resize(id + 1, None);
+        }
+        if let Some(v) = &self.key_cache[id] {
+            return v.clone();
+        }
+        let v = self.decoder.resolve_quick(id, p);
+        self.key_cache[id] = Some(v.clone());
+        v
     }
 
     fn route(&mut self, ri: usize, role: Role, event: &decode::Event, out: &mut Vec<Notification>) {

@@ -295,7 +295,7 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     let mut out = Vec::new();
     let mut inputs = Merged::open(&files)?;
     while let Some((source, line)) = inputs.next_line()? {
-        engine.push_line(source, &line, None, &mut out);
+        engine.push_line(source, line, None, &mut out);
         if !out.is_empty() {
             deliver(&d, &mut out).await;
         }

@@ -7,13 +7,14 @@
 //! candidates are fully decoded ([`Decoder::event`]); the rest cost a few
 //! substring searches, never a JSON parse.
 
+pub mod keys;
 pub mod payload;
 pub mod time;
 pub mod wrapper;
 
 use crate::rules::{KeyConfig, WORKLOAD_KEY};
 use lru::LruCache;
-use payload::{quick_get, quick_time, Fields, Level};
+use payload::{Fields, Level};
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -70,6 +71,7 @@ pub struct DecodeStats {
 
 #[derive(Debug, Default)]
 struct StreamState {
+    key: Option<Arc<str>>,
     labels: Labels,
     last_time: Option<i64>,
     sticky: Vec<(String, String)>,
@@ -111,8 +113,8 @@ pub struct Prepared<'a> {
     pub text: Cow<'a, str>,
     /// Wrapper time, if the wrapper had one.
     pub wrapper_time: Option<i64>,
-    /// Stream key (pod/container, or the source name).
-    pub stream: String,
+    /// Stream key (source, pod, container), shared with the stream's state.
+    pub stream: Arc<str>,
     /// Event time as resolved by the cheap path.
     pub time: i64,
 }
@@ -247,10 +249,16 @@ fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
 
 /// The decoder: unwrapping, stream context, time resolution.
 pub struct Decoder {
-    streams: LruCache<String, StreamState>,
+    streams: LruCache<Arc<str>, StreamState>,
+    /// The field scanner and compiled group keys of the cheap path.
+    index: keys::KeyIndex,
+    /// Spans of the fields found on the last prepared line.
+    spans: Vec<Option<keys::Span>>,
+    time_slots: Vec<usize>,
+    sticky_slots: Vec<(usize, String)>,
+    key_buf: String,
     /// Lines produced by splitting one input line (List items): (stream, text).
-    queued: std::collections::VecDeque<(String, String)>,
-    sticky_keys: Vec<String>,
+    queued: std::collections::VecDeque<(Arc<str>, String)>,
     last_time: Option<i64>,
     live: bool,
     stats: DecodeStats,
@@ -260,15 +268,59 @@ impl Decoder {
     /// A decoder. `live` allows arrival time as the last resort for lines with
     /// no time of their own (replay never reads the clock).
     pub fn new(keys: &KeyConfig, live: bool) -> Decoder {
+        Decoder::with_group_keys(keys, live, &[])
+    }
+
+    /// A decoder whose cheap path can also resolve these group keys
+    /// (see [`Decoder::resolve_quick`]).
+    pub fn with_group_keys(keys: &KeyConfig, live: bool, group_keys: &[String]) -> Decoder {
         let cap = NonZeroUsize::new(MAX_STREAMS).unwrap_or(NonZeroUsize::MIN);
+        let mut extra: Vec<&str> = keys::TIME_FIELDS.to_vec();
+        extra.extend(keys.sticky.iter().map(String::as_str));
+        let index = keys::KeyIndex::new(keys, group_keys, &extra);
+        let time_slots = keys::TIME_FIELDS
+            .iter()
+            .filter_map(|f| index.slot(f))
+            .collect();
+        let sticky_slots = keys
+            .sticky
+            .iter()
+            .filter_map(|k| index.slot(k).map(|s| (s, k.clone())))
+            .collect();
         Decoder {
             streams: LruCache::new(cap),
+            index,
+            spans: Vec::new(),
+            time_slots,
+            sticky_slots,
+            key_buf: String::new(),
             queued: Default::default(),
-            sticky_keys: keys.sticky.clone(),
             last_time: None,
             live,
             stats: DecodeStats::default(),
         }
+    }
+
+    /// The id of a group key compiled for the cheap path.
+    pub fn key_id(&self, name: &str) -> Option<keys::KeyId> {
+        self.index.id(name)
+    }
+
+    /// Resolves a compiled group key on the line last prepared, without
+    /// parsing it: scanned fields, stream labels, sticky values.
+    pub fn resolve_quick(&self, id: keys::KeyId, p: &Prepared<'_>) -> Option<String> {
+        let st = self.streams.peek(&*p.stream);
+        let label = |l: &str| st.and_then(|s| label(&s.labels, l)).map(Cow::into_owned);
+        let sticky = |k: &str| {
+            st.filter(|s| !s.multiplexed).and_then(|s| {
+                s.sticky
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, v)| v.clone())
+            })
+        };
+        self.index
+            .resolve(id, &p.text, &self.spans, &label, &sticky)
     }
 
     /// Counters.
@@ -311,11 +363,15 @@ impl Decoder {
         };
         // Without a prefix, a shipper's envelope may name the pod.
         let prefix = prefix.or_else(|| envelope_pod(&rest));
-        let stream = match &prefix {
-            Some((pod, container, _)) => format!("{}/{pod}/{container}", source.name),
-            None => source.name.clone(),
-        };
-        self.ensure_stream(&stream, source, prefix.as_ref());
+        self.key_buf.clear();
+        self.key_buf.push_str(&source.name);
+        if let Some((pod, container, _)) = &prefix {
+            self.key_buf.push('/');
+            self.key_buf.push_str(pod);
+            self.key_buf.push('/');
+            self.key_buf.push_str(container);
+        }
+        let stream = self.ensure_stream(source, prefix.as_ref());
         // Container runtime wrapper.
         let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) =
             match rest {
@@ -336,7 +392,7 @@ impl Decoder {
         let (text, wrapper_time): (Cow<'a, str>, Option<i64>) = if !wrapped {
             (content, None)
         } else {
-            let st = self.streams.get_mut(&stream)?;
+            let st = self.streams.get_mut(&*stream)?;
             if partial {
                 self.stats.partial_chunks += 1;
                 let buf = st
@@ -377,7 +433,11 @@ impl Decoder {
     /// Joins a pretty-printed JSON object (a line that is exactly `{` up to
     /// its closing brace) into one text; splits a Kubernetes `List` into its
     /// items, the first returned and the rest queued.
-    fn reassemble_block<'a>(&mut self, stream: &str, text: Cow<'a, str>) -> Option<Cow<'a, str>> {
+    fn reassemble_block<'a>(
+        &mut self,
+        stream: &Arc<str>,
+        text: Cow<'a, str>,
+    ) -> Option<Cow<'a, str>> {
         let st = self.streams.get_mut(stream)?;
         let done = match &mut st.block {
             Some((buf, depth, in_str, lines)) => {
@@ -416,7 +476,7 @@ impl Decoder {
                 }
                 let first = texts.remove(0);
                 self.queued
-                    .extend(texts.into_iter().map(|t| (stream.to_string(), t)));
+                    .extend(texts.into_iter().map(|t| (stream.clone(), t)));
                 return Some(Cow::Owned(first));
             }
             // One line, so the text and its samples stay readable.
@@ -442,9 +502,12 @@ impl Decoder {
         })
     }
 
-    fn ensure_stream(&mut self, stream: &str, source: &Source, prefix: Option<&OwnedPrefix>) {
-        if self.streams.contains(stream) {
-            return;
+    /// The stream named by `key_buf`, created if new; returns its shared key.
+    fn ensure_stream(&mut self, source: &Source, prefix: Option<&OwnedPrefix>) -> Arc<str> {
+        if let Some(st) = self.streams.get(self.key_buf.as_str()) {
+            if let Some(k) = &st.key {
+                return k.clone();
+            }
         }
         let mut labels = source.labels.clone();
         if let Some((pod, container, ns)) = prefix {
@@ -457,11 +520,14 @@ impl Decoder {
         if self.streams.len() == self.streams.cap().get() {
             self.stats.streams_evicted += 1;
         }
+        let key: Arc<str> = Arc::from(self.key_buf.as_str());
         let state = StreamState {
+            key: Some(key.clone()),
             labels: Arc::new(labels),
             ..StreamState::default()
         };
-        self.streams.put(stream.to_string(), state);
+        self.streams.put(key.clone(), state);
+        key
     }
 
     fn update_stream(
@@ -477,7 +543,22 @@ impl Decoder {
             return global.or(arrival).unwrap_or(0);
         };
         let reference = wrapper_time.or(st.last_time).or(global).or(arrival);
-        let own = quick_time(text, reference);
+        self.index.scan(text, &mut self.spans);
+        let from_fields = || {
+            self.time_slots.iter().enumerate().find_map(|(n, slot)| {
+                let v = self.spans.get(*slot).copied().flatten()?.value(text)?;
+                // TIME_FIELDS[0] is journald's __REALTIME_TIMESTAMP, in µs.
+                if n == 0 {
+                    return v.parse::<i64>().ok().map(|us| us.saturating_mul(1000));
+                }
+                time::parse_any(&v)
+            })
+        };
+        let own = if text.trim_start().starts_with('{') {
+            from_fields()
+        } else {
+            payload::header_time(text.trim_start(), reference).or_else(from_fields)
+        };
         let time = match own.or(wrapper_time).or(st.last_time).or(global) {
             Some(t) => t,
             None => {
@@ -490,8 +571,15 @@ impl Decoder {
             }
         };
         st.last_time = Some(time);
-        for key in &self.sticky_keys {
-            let Some(v) = quick_get(text, key).filter(|v| !v.is_empty()) else {
+        for (slot, key) in &self.sticky_slots {
+            let Some(v) = self
+                .spans
+                .get(*slot)
+                .copied()
+                .flatten()
+                .and_then(|sp| sp.value(text))
+                .filter(|v| !v.is_empty())
+            else {
                 continue;
             };
             match st.sticky.iter().position(|(k, _)| k == key) {
@@ -519,27 +607,6 @@ impl Decoder {
         time
     }
 
-    /// Cheap lookup on a prepared line: labels, sticky values and fields found
-    /// by substring search (never a JSON parse).
-    pub fn quick_lookup<'b>(&'b self, p: &'b Prepared<'_>, path: &str) -> Option<Cow<'b, str>> {
-        let st = self.streams.peek(&p.stream);
-        if let Some(l) = path.strip_prefix("labels.") {
-            return st.and_then(|s| label(&s.labels, l));
-        }
-        if let Some(lit) = path.strip_prefix("after:") {
-            return payload::token_after(&p.text, lit).map(Cow::Borrowed);
-        }
-        if let Some(v) = payload::quick_get_path(&p.text, path) {
-            return Some(v);
-        }
-        st.filter(|s| !s.multiplexed).and_then(|s| {
-            s.sticky
-                .iter()
-                .find(|(k, _)| k == path)
-                .map(|(_, v)| Cow::Borrowed(v.as_str()))
-        })
-    }
-
     /// Fully decodes a prepared line into an event.
     pub fn event(&mut self, p: &Prepared<'_>) -> Event {
         let reference = Some(p.time);
@@ -547,7 +614,7 @@ impl Decoder {
         if pl.malformed {
             self.stats.malformed += 1;
         }
-        let (labels, sticky) = match self.streams.peek(&p.stream) {
+        let (labels, sticky) = match self.streams.peek(&*p.stream) {
             Some(s) => (
                 s.labels.clone(),
                 if s.multiplexed {
@@ -581,7 +648,7 @@ impl Decoder {
         let mut out = Vec::new();
         for (name, st) in self.streams.iter_mut() {
             if let Some((text, _)) = st.partial.take() {
-                out.push((name.clone(), text));
+                out.push((name.to_string(), text));
             }
         }
         out.sort();
@@ -598,8 +665,8 @@ pub fn peek_time(raw: &str, reference: Option<i64>) -> Option<i64> {
         None => wrapper::stern_prefix(raw).map_or(raw, |(_, r)| r),
     };
     match wrapper::cri(rest).or_else(|| wrapper::docker(rest)) {
-        Some(u) => quick_time(&u.content, u.time.or(reference)).or(u.time),
-        None => quick_time(rest, reference),
+        Some(u) => payload::quick_time(&u.content, u.time.or(reference)).or(u.time),
+        None => payload::quick_time(rest, reference),
     }
 }
 

@@ -4,7 +4,7 @@
 //! line that fits no structured format is still an event whose message is
 //! the line.
 
-use super::time::{self, parse_any, parse_clock, parse_epoch, parse_rfc3339, with_inferred_year};
+use super::time::{self, parse_any, parse_clock, parse_rfc3339, with_inferred_year};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -492,6 +492,16 @@ fn decode_logfmt(t: &str) -> Option<Payload> {
     })
 }
 
+/// Unescapes a JSON string body (without its quotes).
+pub fn unescape_json(raw: &str) -> Option<String> {
+    serde_json::from_str::<String>(&format!("\"{raw}\"")).ok()
+}
+
+/// Unescapes a Go-quoted value body (without its quotes).
+pub fn parse_pairs_value(raw: &str) -> String {
+    read_quoted(&format!("{raw}\"")).0
+}
+
 /// Reads a Go-quoted string body (after the opening quote); returns the
 /// unescaped text and the bytes consumed including the closing quote.
 fn read_quoted(s: &str) -> (String, usize) {
@@ -721,30 +731,59 @@ pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
             .iter()
             .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)));
     }
+    header_time(t, reference).or_else(|| {
+        ["ts", "time", "timestamp"]
+            .iter()
+            .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)))
+    })
+}
+
+/// Time from a line's header: zap console (RFC 3339 first), journal
+/// (syslog), klog, Go `log`. None for JSON and logfmt lines.
+pub fn header_time(t: &str, reference: Option<i64>) -> Option<i64> {
     let b = t.as_bytes();
-    if b.len() >= 20 && b[0].is_ascii_digit() && b[4] == b'-' {
+    let first = *b.first()?;
+    if b.len() >= 20 && first.is_ascii_digit() && b[4] == b'-' {
         let ts = t.split(['\t', ' ']).next().unwrap_or("");
         return parse_rfc3339(ts);
     }
-    if b.first().is_some_and(u8::is_ascii_uppercase) {
-        // klog or syslog: the full decoders are cheap for these headers.
-        return decode_syslog(t, reference)
-            .or_else(|| decode_klog(t, reference))
-            .and_then(|p| p.time);
+    if first.is_ascii_uppercase() {
+        return syslog_time(t, reference).or_else(|| klog_time(t, reference));
     }
-    if let Some(p) = decode_golog(t) {
-        return p.time;
+    decode_golog(t).and_then(|p| p.time)
+}
+
+/// The time of a journal line (`May 01 12:00:40 host prog[pid]: …`),
+/// preferring an inner klog stamp, without decoding the body.
+fn syslog_time(t: &str, reference: Option<i64>) -> Option<i64> {
+    let month = time::month_from_abbrev(t.get(..3)?)?;
+    let rest = t.get(4..)?.trim_start();
+    let (day, rest) = rest.split_once(' ')?;
+    let day: u32 = day.parse().ok()?;
+    let (clock, rest) = rest.split_once(' ')?;
+    let clock = parse_clock(clock)?;
+    let reference = reference.unwrap_or_else(now_ns);
+    let outer = with_inferred_year(reference, month, day, clock);
+    let inner = rest
+        .split_once(": ")
+        .and_then(|(_, body)| klog_time(body, outer.or(Some(reference))));
+    inner.or(outer)
+}
+
+/// The time of a klog header (`I0501 12:00:40.118204 …`), body untouched.
+fn klog_time(t: &str, reference: Option<i64>) -> Option<i64> {
+    let b = t.as_bytes();
+    if b.len() < 21
+        || !matches!(b[0], b'I' | b'W' | b'E' | b'F')
+        || !b[1..5].iter().all(u8::is_ascii_digit)
+        || b[5] != b' '
+    {
+        return None;
     }
-    if t.contains('=') {
-        for k in ["ts", "time", "t", "timestamp"] {
-            if let Some(v) = quick_get(t, k) {
-                if let Some(x) = parse_any(&v).or_else(|| parse_epoch(&v)) {
-                    return Some(x);
-                }
-            }
-        }
-    }
-    None
+    let month: u32 = t.get(1..3)?.parse().ok()?;
+    let day: u32 = t.get(3..5)?.parse().ok()?;
+    let clock = parse_clock(t.get(6..)?.split(' ').next()?)?;
+    with_inferred_year(reference.unwrap_or_else(now_ns), month, day, clock)
 }
 
 #[cfg(test)]

@@ -139,11 +139,12 @@ impl<T> Groups<T> {
     /// The entry of `key`, created with `make` (evicting the least recently
     /// used group when full).
     pub fn entry(&mut self, key: &str, make: impl FnOnce() -> T) -> &mut T {
-        if !self.map.contains(key) && self.map.len() == self.map.cap().get() {
+        if self.map.len() == self.map.cap().get() && !self.map.contains(key) {
             self.evicted += 1;
             tracing::debug!(group = key, "Group evicted: max_groups reached.");
         }
-        self.map.get_or_insert_mut(key.to_string(), make)
+        // Allocates the key only when the group is new.
+        self.map.get_or_insert_mut_ref(key, make)
     }
     /// Read-only access.
     pub fn peek(&self, key: &str) -> Option<&T> {

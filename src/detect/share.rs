@@ -61,8 +61,12 @@ impl Share {
         }
     }
 
-    fn part(&mut self, name: &str) -> &mut Part {
-        if !self.parts.contains_key(name) && self.parts.len() >= super::spread::MAX_PARTITIONS {
+    /// The partition's state, created if new (allocation only then).
+    fn part(&mut self, name: &str) -> Option<&mut Part> {
+        if self.parts.contains_key(name) {
+            return self.parts.get_mut(name);
+        }
+        if self.parts.len() >= super::spread::MAX_PARTITIONS {
             if let Some(k) = self
                 .parts
                 .iter()
@@ -73,21 +77,23 @@ impl Share {
             }
         }
         let (mg, pw) = (self.max_groups, self.pop_window);
-        self.parts.entry(name.to_string()).or_insert_with(|| Part {
+        Some(self.parts.entry(name.to_string()).or_insert_with(|| Part {
             groups: Groups::new(mg),
             population: Population::new(pw, mg),
             active_key: None,
             total: 0,
             alive: 0,
             counts: Vec::new(),
-        })
+        }))
     }
 }
 
 impl Detector for Share {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;
-        let p = self.part(hit.partition);
+        let Some(p) = self.part(hit.partition) else {
+            return;
+        };
         p.population.seen(hit.group, hit.time);
         let g = p.groups.entry(hit.group, || G {
             win: Window::new(w),
@@ -104,7 +110,9 @@ impl Detector for Share {
     }
 
     fn seen(&mut self, group: &str, partition: &str, time: i64) {
-        self.part(partition).population.seen(group, time);
+        if let Some(p) = self.part(partition) {
+            p.population.seen(group, time);
+        }
     }
 
     fn needs_population(&self) -> bool {

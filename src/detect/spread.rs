@@ -57,8 +57,12 @@ impl Spread {
         }
     }
 
-    fn part(&mut self, name: &str, t: i64) -> &mut Part {
-        if !self.parts.contains_key(name) && self.parts.len() >= MAX_PARTITIONS {
+    /// The partition's state, created if new (allocation only then).
+    fn part(&mut self, name: &str, t: i64) -> Option<&mut Part> {
+        if self.parts.contains_key(name) {
+            return self.parts.get_mut(name);
+        }
+        if self.parts.len() >= MAX_PARTITIONS {
             // Drop the partition idle longest.
             if let Some(k) = self
                 .parts
@@ -71,7 +75,7 @@ impl Spread {
             }
         }
         let (mg, pw) = (self.max_groups, self.pop_window);
-        self.parts.entry(name.to_string()).or_insert_with(|| Part {
+        Some(self.parts.entry(name.to_string()).or_insert_with(|| Part {
             groups: Groups::new(mg),
             population: Population::new(pw, mg),
             first: t,
@@ -81,14 +85,16 @@ impl Spread {
             since: None,
             matching: 0,
             alive: 0,
-        })
+        }))
     }
 }
 
 impl Detector for Spread {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;
-        let p = self.part(hit.partition, hit.time);
+        let Some(p) = self.part(hit.partition, hit.time) else {
+            return;
+        };
         let g = p.groups.entry(hit.group, || (Window::new(w), 0, hit.time));
         g.0.add(hit.time);
         g.1 += 1;
@@ -107,7 +113,9 @@ impl Detector for Spread {
     }
 
     fn seen(&mut self, group: &str, partition: &str, time: i64) {
-        self.part(partition, time).population.seen(group, time);
+        if let Some(p) = self.part(partition, time) {
+            p.population.seen(group, time);
+        }
     }
 
     fn needs_population(&self) -> bool {

@@ -51,15 +51,13 @@ impl Input {
                 .labels
                 .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
         }
-        let mut i = Input {
+        Ok(Input {
             name: f.to_string(),
             source,
             lines: LineReader::new(reader),
             next: None,
             last: None,
-        };
-        i.advance()?;
-        Ok(i)
+        })
     }
 
     /// Reads the next line; a line without a time of its own sorts with the
@@ -84,23 +82,35 @@ impl Input {
 pub struct Merged {
     inputs: Vec<Input>,
     current: Option<usize>,
+    line: String,
 }
 
 impl Merged {
     /// Opens every file; fails on the first that cannot be opened.
     pub fn open(files: &[String]) -> Result<Merged, ReplayError> {
-        let inputs = files
+        let mut inputs = files
             .iter()
             .map(|f| Input::open(f))
             .collect::<Result<Vec<_>, _>>()?;
+        // A single file needs no merge and so no lookahead.
+        if inputs.len() > 1 {
+            for i in &mut inputs {
+                i.advance()?;
+            }
+        }
         Ok(Merged {
             inputs,
             current: None,
+            line: String::new(),
         })
     }
 
-    /// The next line in time order with the source it came from.
-    pub fn next_line(&mut self) -> Result<Option<(&Source, String)>, ReplayError> {
+    /// The next line in time order with the source it came from, borrowed
+    /// until the next call.
+    pub fn next_line(&mut self) -> Result<Option<(&Source, &str)>, ReplayError> {
+        if self.inputs.len() == 1 {
+            return self.next_single();
+        }
         if let Some(i) = self.current.take() {
             self.inputs[i].advance()?;
         }
@@ -112,8 +122,24 @@ impl Merged {
             .min();
         let Some((_, i)) = pick else { return Ok(None) };
         self.current = Some(i);
-        let inp = &mut self.inputs[i];
-        Ok(inp.next.take().map(|(_, l)| (&inp.source, l)))
+        match self.inputs[i].next.take() {
+            Some((_, l)) => {
+                self.line = l;
+                Ok(Some((&self.inputs[i].source, self.line.as_str())))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn next_single(&mut self) -> Result<Option<(&Source, &str)>, ReplayError> {
+        let Some(inp) = self.inputs.first_mut() else {
+            return Ok(None);
+        };
+        let line = inp.lines.next_line_ref().map_err(|e| ReplayError {
+            path: inp.name.clone(),
+            source: e,
+        })?;
+        Ok(line.map(|l| (&inp.source, l)))
     }
 
     /// Reader counters per file.

@@ -16,6 +16,7 @@ pub struct ReadStats {
 pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,
+    repaired: String,
     /// Counters.
     pub stats: ReadStats,
 }
@@ -26,12 +27,19 @@ impl<R: BufRead> LineReader<R> {
         LineReader {
             inner,
             buf: Vec::with_capacity(8192),
+            repaired: String::new(),
             stats: ReadStats::default(),
         }
     }
 
     /// The next line without its newline, or None at end of input.
     pub fn next_line(&mut self) -> io::Result<Option<String>> {
+        Ok(self.next_line_ref()?.map(str::to_string))
+    }
+
+    /// Like [`LineReader::next_line`], borrowing an internal buffer that is
+    /// reused for every line (no allocation per line).
+    pub fn next_line_ref(&mut self) -> io::Result<Option<&str>> {
         self.buf.clear();
         let mut overflow = false;
         loop {
@@ -62,15 +70,12 @@ impl<R: BufRead> LineReader<R> {
         while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
             self.buf.pop();
         }
-        Ok(Some(
-            match String::from_utf8(std::mem::take(&mut self.buf)) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.stats.invalid_utf8 += 1;
-                    String::from_utf8_lossy(e.as_bytes()).into_owned()
-                }
-            },
-        ))
+        if std::str::from_utf8(&self.buf).is_err() {
+            self.stats.invalid_utf8 += 1;
+            self.repaired = String::from_utf8_lossy(&self.buf).into_owned();
+            return Ok(Some(&self.repaired));
+        }
+        Ok(std::str::from_utf8(&self.buf).ok())
     }
 }
 

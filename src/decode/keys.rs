@@ -1,0 +1,544 @@
+//! Cheap field extraction: one Aho-Corasick pass per line finds every field
+//! the cheap path needs (time keys, sticky keys, the fields behind every
+//! population group key), as spans into the line. Group keys resolve from
+//! those spans without parsing the line.
+//!
+//! A field is recognised in three spellings: a JSON key (`"nodeID": …`, also
+//! in a zap console line's trailing object), a JSON key escaped inside an
+//! envelope string (`\"nodeID\":\"…\"`), and a logfmt/klog pair
+//! (`pod="ns/name"`, at the start of the line or after a space).
+
+use super::payload::{parse_pairs_value, unescape_json};
+use crate::rules::{KeyConfig, WORKLOAD_KEY};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Index of a compiled group key.
+pub type KeyId = usize;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Spelling {
+    /// `"name`: a JSON key (`"name":`) or, followed by `\"`, an escaped one.
+    Quoted,
+    /// `name=`: a logfmt / klog pair.
+    Logfmt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ValKind {
+    /// A JSON string body without escapes.
+    Str,
+    /// A JSON string body with escapes.
+    StrEscaped,
+    /// A Go-quoted logfmt value body.
+    Quoted,
+    /// A bare token (number, bool, logfmt bare value).
+    Bare,
+    /// An object: the span starts at `{` and ends at the line's end.
+    Object,
+}
+
+/// Where a field's value sits in the line.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    start: u32,
+    end: u32,
+    kind: ValKind,
+}
+
+impl Span {
+    /// The value's text.
+    pub fn value<'t>(&self, text: &'t str) -> Option<Cow<'t, str>> {
+        let raw = text.get(self.start as usize..self.end as usize)?;
+        Some(match self.kind {
+            ValKind::Str | ValKind::Bare | ValKind::Object => Cow::Borrowed(raw),
+            ValKind::StrEscaped => Cow::Owned(unescape_json(raw)?),
+            ValKind::Quoted => Cow::Owned(parse_pairs_value(raw)),
+        })
+    }
+}
+
+enum PathSpec {
+    Label(String),
+    After(memchr::memmem::Finder<'static>, usize),
+    Field {
+        slot: usize,
+        rest: Option<String>,
+        name: String,
+    },
+}
+
+struct KeySpec {
+    name: String,
+    paths: Vec<PathSpec>,
+}
+
+/// The scanner and the compiled group keys.
+pub struct KeyIndex {
+    ac: Option<AhoCorasick>,
+    pats: Vec<(usize, Spelling)>,
+    slot_names: Vec<String>,
+    keys: Vec<KeySpec>,
+    ids: HashMap<String, KeyId>,
+}
+
+/// Field names read for the event time, in order of preference.
+pub const TIME_FIELDS: &[&str] = &[
+    "__REALTIME_TIMESTAMP",
+    "ts",
+    "time",
+    "timestamp",
+    "@timestamp",
+    "eventTime",
+    "lastTimestamp",
+    "date",
+];
+
+impl KeyIndex {
+    /// Compiles the scanner for `extra` field names (time, sticky) and the
+    /// group keys named in `keys` (aliases, `workload`, or field paths).
+    pub fn new(cfg: &KeyConfig, keys: &[String], extra: &[&str]) -> KeyIndex {
+        let mut slot_names: Vec<String> = Vec::new();
+        let slot_of = |name: &str, slot_names: &mut Vec<String>| -> usize {
+            match slot_names.iter().position(|n| n == name) {
+                Some(i) => i,
+                None => {
+                    slot_names.push(name.to_string());
+                    slot_names.len() - 1
+                }
+            }
+        };
+        for e in extra {
+            slot_of(e, &mut slot_names);
+        }
+        let mut specs = Vec::new();
+        let mut ids = HashMap::new();
+        for k in keys {
+            if ids.contains_key(k) {
+                continue;
+            }
+            let base = if k == WORKLOAD_KEY { "pod" } else { k.as_str() };
+            let paths: Vec<String> = cfg
+                .aliases
+                .get(base)
+                .cloned()
+                .unwrap_or_else(|| vec![base.to_string()]);
+            let compiled = paths
+                .iter()
+                .map(|p| {
+                    if let Some(l) = p.strip_prefix("labels.") {
+                        PathSpec::Label(l.to_string())
+                    } else if let Some(lit) = p.strip_prefix("after:") {
+                        PathSpec::After(
+                            memchr::memmem::Finder::new(lit.as_bytes()).into_owned(),
+                            lit.len(),
+                        )
+                    } else {
+                        // The whole path may be a literal key (zap's `rtc.portTCP`):
+                        // scan for both it and its first segment.
+                        let (first, rest) = match p.split_once('.') {
+                            Some((f, r)) => (f, Some(r.to_string())),
+                            None => (p.as_str(), None),
+                        };
+                        if rest.is_some() {
+                            slot_of(p, &mut slot_names);
+                        }
+                        PathSpec::Field {
+                            slot: slot_of(first, &mut slot_names),
+                            rest,
+                            name: p.clone(),
+                        }
+                    }
+                })
+                .collect();
+            ids.insert(k.clone(), specs.len());
+            specs.push(KeySpec {
+                name: k.clone(),
+                paths: compiled,
+            });
+        }
+        let mut patterns = Vec::new();
+        let mut pats = Vec::new();
+        // Two patterns per field keep the automaton small enough for the
+        // SIMD (Teddy) searcher; leftmost-longest makes `"nodeID` win over
+        // `"node` at the same place.
+        for (slot, n) in slot_names.iter().enumerate() {
+            for (p, s) in [
+                (format!("\"{n}"), Spelling::Quoted),
+                (format!("{n}="), Spelling::Logfmt),
+            ] {
+                patterns.push(p);
+                pats.push((slot, s));
+            }
+        }
+        let ac = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&patterns)
+            .ok();
+        KeyIndex {
+            ac,
+            pats,
+            slot_names,
+            keys: specs,
+            ids,
+        }
+    }
+
+    /// The id of a compiled key.
+    pub fn id(&self, name: &str) -> Option<KeyId> {
+        self.ids.get(name).copied()
+    }
+
+    /// The slot of a field name given in `extra` or used by a key.
+    pub fn slot(&self, name: &str) -> Option<usize> {
+        self.slot_names.iter().position(|n| n == name)
+    }
+
+    /// Number of slots (size of the `spans` buffer).
+    pub fn slots(&self) -> usize {
+        self.slot_names.len()
+    }
+
+    /// Scans a line, filling `spans` (one entry per slot; the first
+    /// occurrence of a field wins).
+    pub fn scan(&self, text: &str, spans: &mut Vec<Option<Span>>) {
+        spans.clear();
+        spans.resize(self.slot_names.len(), None);
+        let Some(ac) = &self.ac else { return };
+        let b = text.as_bytes();
+        for m in ac.find_iter(text) {
+            let (slot, spelling) = self.pats[m.pattern().as_usize()];
+            if spans[slot].is_some() {
+                continue;
+            }
+            let (s, e) = (m.start(), m.end());
+            let span = match spelling {
+                Spelling::Quoted => match b.get(e) {
+                    Some(b'"') => {
+                        let before = if s == 0 { b'{' } else { b[s - 1] };
+                        if !matches!(before, b'{' | b',' | b' ' | b'\t') {
+                            continue;
+                        }
+                        json_value(b, e + 1)
+                    }
+                    Some(b'\\') if s > 0 && b[s - 1] == b'\\' && b.get(e + 1) == Some(&b'"') => {
+                        escaped_value(b, e + 2)
+                    }
+                    _ => continue,
+                },
+                Spelling::Logfmt => {
+                    if s > 0 && b[s - 1] != b' ' {
+                        continue;
+                    }
+                    logfmt_value(b, e)
+                }
+            };
+            spans[slot] = span;
+        }
+    }
+
+    /// Resolves a compiled key on a scanned line: first present path wins.
+    /// `label` reads stream labels; `sticky` reads inherited stream fields.
+    pub fn resolve(
+        &self,
+        id: KeyId,
+        text: &str,
+        spans: &[Option<Span>],
+        label: &dyn Fn(&str) -> Option<String>,
+        sticky: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<String> {
+        let spec = self.keys.get(id)?;
+        let mut found = None;
+        for p in &spec.paths {
+            let v = match p {
+                PathSpec::Label(l) => label(l),
+                PathSpec::After(f, len) => f.find(text.as_bytes()).and_then(|i| {
+                    super::payload::token_after(&text[i..], &text[i..i + len]).map(str::to_string)
+                }),
+                PathSpec::Field { slot, rest, name } => {
+                    let direct = match rest {
+                        None => spans
+                            .get(*slot)
+                            .copied()
+                            .flatten()
+                            .and_then(|sp| sp.value(text))
+                            .map(Cow::into_owned),
+                        Some(r) => {
+                            let whole = self
+                                .slot(name)
+                                .and_then(|i| spans.get(i).copied().flatten());
+                            match whole {
+                                Some(sp) => sp.value(text).map(Cow::into_owned),
+                                None => spans.get(*slot).copied().flatten().and_then(|sp| {
+                                    let obj = text.get(sp.start as usize..)?;
+                                    super::payload::quick_get_path(obj, r).map(Cow::into_owned)
+                                }),
+                            }
+                        }
+                    };
+                    direct.or_else(|| sticky(name))
+                }
+            };
+            if let Some(v) = v.filter(|v| !v.is_empty()) {
+                found = Some(v);
+                break;
+            }
+        }
+        let found = found?;
+        Some(match spec.name.as_str() {
+            "pod" => found.rsplit('/').next().unwrap_or(&found).to_string(),
+            WORKLOAD_KEY => super::workload_of(&found),
+            _ => found,
+        })
+    }
+}
+
+fn skip_spaces(b: &[u8], mut j: usize) -> usize {
+    while b.get(j).is_some_and(|c| *c == b' ') {
+        j += 1;
+    }
+    j
+}
+
+fn json_value(b: &[u8], e: usize) -> Option<Span> {
+    let mut j = skip_spaces(b, e);
+    if b.get(j) != Some(&b':') {
+        return None;
+    }
+    j = skip_spaces(b, j + 1);
+    match b.get(j)? {
+        b'"' => {
+            let start = j + 1;
+            let mut k = start;
+            let mut escaped = false;
+            while k < b.len() {
+                match b[k] {
+                    b'\\' => {
+                        escaped = true;
+                        k += 2;
+                        continue;
+                    }
+                    b'"' => break,
+                    _ => k += 1,
+                }
+            }
+            let end = k.min(b.len());
+            Some(Span {
+                start: start as u32,
+                end: end as u32,
+                kind: if escaped {
+                    ValKind::StrEscaped
+                } else {
+                    ValKind::Str
+                },
+            })
+        }
+        b'{' => Some(Span {
+            start: j as u32,
+            end: b.len() as u32,
+            kind: ValKind::Object,
+        }),
+        _ => {
+            let end = b[j..]
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b' ' | b']'))
+                .map_or(b.len(), |p| j + p);
+            let v = &b[j..end];
+            (!v.is_empty() && v != b"null").then_some(Span {
+                start: j as u32,
+                end: end as u32,
+                kind: ValKind::Bare,
+            })
+        }
+    }
+}
+
+fn escaped_value(b: &[u8], e: usize) -> Option<Span> {
+    // After `\"key\"` comes `:` then `\"value\"` or a bare token.
+    let mut j = skip_spaces(b, e);
+    if b.get(j) != Some(&b':') {
+        return None;
+    }
+    j = skip_spaces(b, j + 1);
+    if b.get(j) == Some(&b'\\') && b.get(j + 1) == Some(&b'"') {
+        let start = j + 2;
+        let end = memchr::memmem::find(&b[start..], b"\\\"").map_or(b.len(), |p| start + p);
+        return Some(Span {
+            start: start as u32,
+            end: end as u32,
+            kind: ValKind::Str,
+        });
+    }
+    let end = b[j..]
+        .iter()
+        .position(|c| matches!(c, b',' | b'}' | b' '))
+        .map_or(b.len(), |p| j + p);
+    (end > j).then_some(Span {
+        start: j as u32,
+        end: end as u32,
+        kind: ValKind::Bare,
+    })
+}
+
+fn logfmt_value(b: &[u8], e: usize) -> Option<Span> {
+    match b.get(e) {
+        // pod=\"ns/name\" inside a JSON string (journald MESSAGE).
+        Some(b'\\') if b.get(e + 1) == Some(&b'"') => {
+            let start = e + 2;
+            let end = memchr::memmem::find(&b[start..], b"\\\"").map_or(b.len(), |p| start + p);
+            Some(Span {
+                start: start as u32,
+                end: end as u32,
+                kind: ValKind::Str,
+            })
+        }
+        Some(b'"') => {
+            let start = e + 1;
+            let mut k = start;
+            let mut escaped = false;
+            while k < b.len() {
+                match b[k] {
+                    b'\\' => {
+                        escaped = true;
+                        k += 2;
+                        continue;
+                    }
+                    b'"' => break,
+                    _ => k += 1,
+                }
+            }
+            let end = k.min(b.len());
+            Some(Span {
+                start: start as u32,
+                end: end as u32,
+                kind: if escaped {
+                    ValKind::Quoted
+                } else {
+                    ValKind::Str
+                },
+            })
+        }
+        _ => {
+            let end = b[e..]
+                .iter()
+                .position(|c| *c == b' ')
+                .map_or(b.len(), |p| e + p);
+            (end > e).then_some(Span {
+                start: e as u32,
+                end: end as u32,
+                kind: ValKind::Bare,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idx(keys: &[&str]) -> KeyIndex {
+        let keys: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
+        KeyIndex::new(&KeyConfig::default(), &keys, TIME_FIELDS)
+    }
+
+    fn resolve(ix: &KeyIndex, key: &str, text: &str) -> Option<String> {
+        let mut spans = Vec::new();
+        ix.scan(text, &mut spans);
+        let labels = |l: &str| (l == "pod").then(|| "from-label".to_string());
+        ix.resolve(ix.id(key)?, text, &spans, &|_| None, &|_| None)
+            .or_else(|| {
+                if key == "labelled" {
+                    labels("pod")
+                } else {
+                    None
+                }
+            })
+    }
+
+    #[test]
+    fn keys_resolve_in_every_spelling() {
+        let ix = idx(&["node", "pod", "workload", "upstream"]);
+        assert_eq!(
+            resolve(
+                &ix,
+                "node",
+                r#"{"msg":"nodeID x","nodeID":"ND_1","node":"n"}"#
+            )
+            .as_deref(),
+            Some("ND_1")
+        );
+        assert_eq!(resolve(&ix, "node", "2025-07-17T12:01:25.055Z\tINFO\tlk\tx.go:1\tm\t{\"portHttp\": 7880, \"nodeID\": \"ND_2\"}").as_deref(), Some("ND_2"));
+        assert_eq!(
+            resolve(&ix, "node", r#"{"log":"{\"nodeID\":\"ND_3\"}"}"#).as_deref(),
+            Some("ND_3")
+        );
+        assert_eq!(
+            resolve(
+                &ix,
+                "pod",
+                r#"I0501 12:00:40.1 1 p.go:1] "Probe failed" pod="prod/api-0" podUID="u""#
+            )
+            .as_deref(),
+            Some("api-0")
+        );
+        assert_eq!(
+            resolve(
+                &ix,
+                "pod",
+                r#"{"involvedObject":{"kind":"Pod","name":"api-1"},"metadata":{"name":"ev"}}"#
+            )
+            .as_deref(),
+            Some("api-1")
+        );
+        assert_eq!(
+            resolve(
+                &ix,
+                "workload",
+                r#"{"involvedObject":{"name":"api-7c9d8f6b5-x2x7q"}}"#
+            )
+            .as_deref(),
+            Some("api")
+        );
+        assert_eq!(
+            resolve(
+                &ix,
+                "pod",
+                "0s  Warning  Unhealthy  pod/web-1  Readiness probe failed"
+            )
+            .as_deref(),
+            Some("web-1")
+        );
+        assert_eq!(
+            resolve(
+                &ix,
+                "upstream",
+                "time=x level=info upstream=10.2.0.14:9090 status=200"
+            )
+            .as_deref(),
+            Some("10.2.0.14:9090")
+        );
+        assert_eq!(
+            resolve(&ix, "node", r#"{"source":{"host":"node-a"}}"#).as_deref(),
+            Some("node-a")
+        );
+        assert_eq!(resolve(&ix, "node", r#"{"msg":"x"}"#), None);
+        assert_eq!(resolve(&ix, "upstream", "xupstream=1 nothing"), None);
+    }
+
+    #[test]
+    fn time_fields_are_found() {
+        let ix = idx(&[]);
+        let mut spans = Vec::new();
+        let t = r#"{"level":"info","ts":1714568400.55,"msg":"x"}"#;
+        ix.scan(t, &mut spans);
+        let ts = spans[ix.slot("ts").unwrap()].unwrap();
+        assert_eq!(ts.value(t).as_deref(), Some("1714568400.55"));
+        let l = r#"time="2024-05-01T12:00:00Z" level=info"#;
+        ix.scan(l, &mut spans);
+        assert_eq!(
+            spans[ix.slot("time").unwrap()].unwrap().value(l).as_deref(),
+            Some("2024-05-01T12:00:00Z")
+        );
+    }
+}
