@@ -61,7 +61,7 @@ impl Span {
 
 enum PathSpec {
     Label(String),
-    After(memchr::memmem::Finder<'static>, usize),
+    After(Box<memchr::memmem::Finder<'static>>, usize),
     Field {
         slot: usize,
         rest: Option<String>,
@@ -131,7 +131,7 @@ impl KeyIndex {
                         PathSpec::Label(l.to_string())
                     } else if let Some(lit) = p.strip_prefix("after:") {
                         PathSpec::After(
-                            memchr::memmem::Finder::new(lit.as_bytes()).into_owned(),
+                            Box::new(memchr::memmem::Finder::new(lit.as_bytes()).into_owned()),
                             lit.len(),
                         )
                     } else {
