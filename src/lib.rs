@@ -227,7 +227,11 @@ impl Engine {
         // compiled key is resolved at most once per line, whatever the
         // number of rules sharing it.
         self.key_cache.clear();
+        let due = !self.population_rules.is_empty() && self.decoder.population_due(p);
         for i in 0..self.population_rules.len() {
+            if !due {
+                break;
+            }
             let ri = self.population_rules[i];
             let mut group = None;
             for j in 0..self.pop_keys[i].0.len() {

@@ -74,9 +74,51 @@ struct KeySpec {
     paths: Vec<PathSpec>,
 }
 
+/// The key-pattern searcher: Teddy (SIMD) when the CPU and pattern set
+/// allow it, else a plain automaton. aho-corasick's own prefilter heuristic
+/// would pick a rare-byte search for `"` and `=`, which are everywhere in logs.
+enum Searcher {
+    Packed(aho_corasick::packed::Searcher),
+    Ac(AhoCorasick),
+}
+
+impl Searcher {
+    fn new(patterns: &[String]) -> Option<Searcher> {
+        let packed = aho_corasick::packed::Config::new()
+            .match_kind(aho_corasick::packed::MatchKind::LeftmostLongest)
+            .builder()
+            .extend(patterns)
+            .build();
+        match packed {
+            Some(p) => Some(Searcher::Packed(p)),
+            None => AhoCorasickBuilder::new()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(patterns)
+                .ok()
+                .map(Searcher::Ac),
+        }
+    }
+
+    /// Calls `f(pattern, start, end)` for each leftmost-longest match.
+    fn for_each(&self, text: &str, mut f: impl FnMut(usize, usize, usize)) {
+        match self {
+            Searcher::Packed(p) => {
+                for m in p.find_iter(text) {
+                    f(m.pattern().as_usize(), m.start(), m.end());
+                }
+            }
+            Searcher::Ac(a) => {
+                for m in a.find_iter(text) {
+                    f(m.pattern().as_usize(), m.start(), m.end());
+                }
+            }
+        }
+    }
+}
+
 /// The scanner and the compiled group keys.
 pub struct KeyIndex {
-    ac: Option<AhoCorasick>,
+    ac: Option<Searcher>,
     pats: Vec<(usize, Spelling)>,
     slot_names: Vec<String>,
     keys: Vec<KeySpec>,
@@ -172,10 +214,11 @@ impl KeyIndex {
                 pats.push((slot, s));
             }
         }
-        let ac = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&patterns)
-            .ok();
+        let ac = if patterns.is_empty() {
+            None
+        } else {
+            Searcher::new(&patterns)
+        };
         KeyIndex {
             ac,
             pats,
@@ -207,35 +250,34 @@ impl KeyIndex {
         spans.resize(self.slot_names.len(), None);
         let Some(ac) = &self.ac else { return };
         let b = text.as_bytes();
-        for m in ac.find_iter(text) {
-            let (slot, spelling) = self.pats[m.pattern().as_usize()];
+        ac.for_each(text, |pat, s, e| {
+            let (slot, spelling) = self.pats[pat];
             if spans[slot].is_some() {
-                continue;
+                return;
             }
-            let (s, e) = (m.start(), m.end());
             let span = match spelling {
                 Spelling::Quoted => match b.get(e) {
                     Some(b'"') => {
                         let before = if s == 0 { b'{' } else { b[s - 1] };
                         if !matches!(before, b'{' | b',' | b' ' | b'\t') {
-                            continue;
+                            return;
                         }
                         json_value(b, e + 1)
                     }
                     Some(b'\\') if s > 0 && b[s - 1] == b'\\' && b.get(e + 1) == Some(&b'"') => {
                         escaped_value(b, e + 2)
                     }
-                    _ => continue,
+                    _ => return,
                 },
                 Spelling::Logfmt => {
                     if s > 0 && b[s - 1] != b' ' {
-                        continue;
+                        return;
                     }
                     logfmt_value(b, e)
                 }
             };
             spans[slot] = span;
-        }
+        });
     }
 
     /// Resolves a compiled key on a scanned line: first present path wins.

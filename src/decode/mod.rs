@@ -72,6 +72,10 @@ pub struct DecodeStats {
 #[derive(Debug, Default)]
 struct StreamState {
     key: Option<Arc<str>>,
+    /// Named by a prefix or envelope: one pod's lines.
+    prefixed: bool,
+    /// Event time of the last population sample.
+    pop_at: Option<i64>,
     labels: Labels,
     last_time: Option<i64>,
     sticky: Vec<(String, String)>,
@@ -85,6 +89,12 @@ struct StreamState {
     /// inside-a-string flag, line count.
     block: Option<(String, usize, bool, usize)>,
 }
+
+/// Time keys read on every line; rarer ones come from the full scan.
+const SMALL_TIME_FIELDS: &[&str] = &["ts", "time", "timestamp"];
+
+/// A prefixed stream's group keys are re-read at most this often (1 s).
+pub const POPULATION_SAMPLE_NS: i64 = 1_000_000_000;
 
 /// Longest pretty-printed JSON object reassembled, in lines.
 pub const MAX_BLOCK_LINES: usize = 100_000;
@@ -252,6 +262,14 @@ pub struct Decoder {
     streams: LruCache<Arc<str>, StreamState>,
     /// The field scanner and compiled group keys of the cheap path.
     index: keys::KeyIndex,
+    /// The small scanner run on every line: common time keys and sticky keys.
+    small: keys::KeyIndex,
+    small_spans: Vec<Option<keys::Span>>,
+    small_time_slots: Vec<usize>,
+    /// Whether `spans` holds the full scan of the current line.
+    full_scanned: bool,
+    /// Whether the current line changed a sticky value of its stream.
+    sticky_changed: bool,
     /// Spans of the fields found on the last prepared line.
     spans: Vec<Option<keys::Span>>,
     time_slots: Vec<usize>,
@@ -282,14 +300,26 @@ impl Decoder {
             .iter()
             .filter_map(|f| index.slot(f))
             .collect();
+        let mut small_extra: Vec<&str> = SMALL_TIME_FIELDS.to_vec();
+        small_extra.extend(keys.sticky.iter().map(String::as_str));
+        let small = keys::KeyIndex::new(keys, &[], &small_extra);
+        let small_time_slots = SMALL_TIME_FIELDS
+            .iter()
+            .filter_map(|f| small.slot(f))
+            .collect();
         let sticky_slots = keys
             .sticky
             .iter()
-            .filter_map(|k| index.slot(k).map(|s| (s, k.clone())))
+            .filter_map(|k| small.slot(k).map(|s| (s, k.clone())))
             .collect();
         Decoder {
             streams: LruCache::new(cap),
             index,
+            small,
+            small_spans: Vec::new(),
+            small_time_slots,
+            full_scanned: false,
+            sticky_changed: false,
             spans: Vec::new(),
             time_slots,
             sticky_slots,
@@ -308,7 +338,11 @@ impl Decoder {
 
     /// Resolves a compiled group key on the line last prepared, without
     /// parsing it: scanned fields, stream labels, sticky values.
-    pub fn resolve_quick(&self, id: keys::KeyId, p: &Prepared<'_>) -> Option<String> {
+    pub fn resolve_quick(&mut self, id: keys::KeyId, p: &Prepared<'_>) -> Option<String> {
+        if !self.full_scanned {
+            self.index.scan(&p.text, &mut self.spans);
+            self.full_scanned = true;
+        }
         let st = self.streams.peek(&*p.stream);
         let label = |l: &str| st.and_then(|s| label(&s.labels, l)).map(Cow::into_owned);
         let sticky = |k: &str| {
@@ -321,6 +355,29 @@ impl Decoder {
         };
         self.index
             .resolve(id, &p.text, &self.spans, &label, &sticky)
+    }
+
+    /// Whether the population (every line's group keys) should be sampled
+    /// on this line. A stream named by a prefix or envelope is one pod, so
+    /// its keys are re-read at most once per event-second, and at once when
+    /// a sticky value changes; any other stream may mix producers, so every
+    /// line is read.
+    pub fn population_due(&mut self, p: &Prepared<'_>) -> bool {
+        let changed = self.sticky_changed;
+        let Some(st) = self.streams.get_mut(&*p.stream) else {
+            return true;
+        };
+        if !st.prefixed || st.multiplexed || changed {
+            st.pop_at = Some(p.time);
+            return true;
+        }
+        match st.pop_at {
+            Some(at) if p.time >= at && p.time - at < POPULATION_SAMPLE_NS => false,
+            _ => {
+                st.pop_at = Some(p.time);
+                true
+            }
+        }
     }
 
     /// Counters.
@@ -523,6 +580,7 @@ impl Decoder {
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
         let state = StreamState {
             key: Some(key.clone()),
+            prefixed: prefix.is_some(),
             labels: Arc::new(labels),
             ..StreamState::default()
         };
@@ -543,22 +601,40 @@ impl Decoder {
             return global.or(arrival).unwrap_or(0);
         };
         let reference = wrapper_time.or(st.last_time).or(global).or(arrival);
-        self.index.scan(text, &mut self.spans);
-        let from_fields = || {
-            self.time_slots.iter().enumerate().find_map(|(n, slot)| {
+        self.full_scanned = false;
+        self.sticky_changed = false;
+        self.small.scan(text, &mut self.small_spans);
+        let small_time = || {
+            self.small_time_slots.iter().find_map(|slot| {
+                time::parse_any(
+                    &self
+                        .small_spans
+                        .get(*slot)
+                        .copied()
+                        .flatten()?
+                        .value(text)?,
+                )
+            })
+        };
+        let json = text.trim_start().starts_with('{');
+        let mut own = if json {
+            small_time()
+        } else {
+            payload::header_time(text.trim_start(), reference).or_else(small_time)
+        };
+        if own.is_none() && (json || text.contains('=')) {
+            // Rarer time keys (journald's µs, events' lastTimestamp…).
+            self.index.scan(text, &mut self.spans);
+            self.full_scanned = true;
+            own = self.time_slots.iter().enumerate().find_map(|(n, slot)| {
                 let v = self.spans.get(*slot).copied().flatten()?.value(text)?;
                 // TIME_FIELDS[0] is journald's __REALTIME_TIMESTAMP, in µs.
                 if n == 0 {
                     return v.parse::<i64>().ok().map(|us| us.saturating_mul(1000));
                 }
                 time::parse_any(&v)
-            })
-        };
-        let own = if text.trim_start().starts_with('{') {
-            from_fields()
-        } else {
-            payload::header_time(text.trim_start(), reference).or_else(from_fields)
-        };
+            });
+        }
         let time = match own.or(wrapper_time).or(st.last_time).or(global) {
             Some(t) => t,
             None => {
@@ -573,7 +649,7 @@ impl Decoder {
         st.last_time = Some(time);
         for (slot, key) in &self.sticky_slots {
             let Some(v) = self
-                .spans
+                .small_spans
                 .get(*slot)
                 .copied()
                 .flatten()
@@ -585,6 +661,7 @@ impl Decoder {
             match st.sticky.iter().position(|(k, _)| k == key) {
                 Some(i) if st.sticky[i].1 == v => {}
                 Some(i) => {
+                    self.sticky_changed = true;
                     let old = std::mem::replace(&mut st.sticky[i].1, v.into_owned());
                     let flips_back = st
                         .previous
@@ -600,7 +677,10 @@ impl Decoder {
                         st.previous.remove(0);
                     }
                 }
-                None => st.sticky.push((key.clone(), v.into_owned())),
+                None => {
+                    self.sticky_changed = true;
+                    st.sticky.push((key.clone(), v.into_owned()));
+                }
             }
         }
         self.last_time = Some(global.map_or(time, |g| g.max(time)));
