@@ -125,6 +125,8 @@ pub struct Prepared<'a> {
     pub wrapper_time: Option<i64>,
     /// Stream key (source, pod, container), shared with the stream's state.
     pub stream: Arc<str>,
+    /// The stream's slot in the decoder.
+    pub sid: usize,
     /// Event time as resolved by the cheap path.
     pub time: i64,
 }
@@ -259,7 +261,11 @@ fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
 
 /// The decoder: unwrapping, stream context, time resolution.
 pub struct Decoder {
-    streams: LruCache<Arc<str>, StreamState>,
+    /// Stream key → slot in `slab`, least recently used evicted.
+    streams: LruCache<Arc<str>, usize>,
+    slab: Vec<StreamState>,
+    /// The stream of the previous line: most lines repeat it.
+    last_stream: Option<(Arc<str>, usize)>,
     /// The field scanner and compiled group keys of the cheap path.
     index: keys::KeyIndex,
     /// The small scanner run on every line: common time keys and sticky keys.
@@ -276,7 +282,7 @@ pub struct Decoder {
     sticky_slots: Vec<(usize, String)>,
     key_buf: String,
     /// Lines produced by splitting one input line (List items): (stream, text).
-    queued: std::collections::VecDeque<(Arc<str>, String)>,
+    queued: std::collections::VecDeque<(Arc<str>, usize, String)>,
     last_time: Option<i64>,
     live: bool,
     stats: DecodeStats,
@@ -314,6 +320,8 @@ impl Decoder {
             .collect();
         Decoder {
             streams: LruCache::new(cap),
+            slab: Vec::new(),
+            last_stream: None,
             index,
             small,
             small_spans: Vec::new(),
@@ -343,7 +351,7 @@ impl Decoder {
             self.index.scan(&p.text, &mut self.spans);
             self.full_scanned = true;
         }
-        let st = self.streams.peek(&*p.stream);
+        let st = self.slab.get(p.sid);
         let label = |l: &str| st.and_then(|s| label(&s.labels, l)).map(Cow::into_owned);
         let sticky = |k: &str| {
             st.filter(|s| !s.multiplexed).and_then(|s| {
@@ -364,7 +372,7 @@ impl Decoder {
     /// line is read.
     pub fn population_due(&mut self, p: &Prepared<'_>) -> bool {
         let changed = self.sticky_changed;
-        let Some(st) = self.streams.get_mut(&*p.stream) else {
+        let Some(st) = self.slab.get_mut(p.sid) else {
             return true;
         };
         if !st.prefixed || st.multiplexed || changed {
@@ -428,7 +436,7 @@ impl Decoder {
             self.key_buf.push('/');
             self.key_buf.push_str(container);
         }
-        let stream = self.ensure_stream(source, prefix.as_ref());
+        let (stream, sid) = self.ensure_stream(source, prefix.as_ref());
         // Container runtime wrapper.
         let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) =
             match rest {
@@ -449,7 +457,7 @@ impl Decoder {
         let (text, wrapper_time): (Cow<'a, str>, Option<i64>) = if !wrapped {
             (content, None)
         } else {
-            let st = self.streams.get_mut(&*stream)?;
+            let st = self.slab.get_mut(sid)?;
             if partial {
                 self.stats.partial_chunks += 1;
                 let buf = st
@@ -477,12 +485,13 @@ impl Decoder {
                 (content, wrapper_time)
             }
         };
-        let text = self.reassemble_block(&stream, text)?;
-        let time = self.update_stream(&stream, &text, wrapper_time, arrival);
+        let text = self.reassemble_block(&stream, sid, text)?;
+        let time = self.update_stream(sid, &text, wrapper_time, arrival);
         Some(Prepared {
             text,
             wrapper_time,
             stream,
+            sid,
             time,
         })
     }
@@ -493,9 +502,10 @@ impl Decoder {
     fn reassemble_block<'a>(
         &mut self,
         stream: &Arc<str>,
+        sid: usize,
         text: Cow<'a, str>,
     ) -> Option<Cow<'a, str>> {
-        let st = self.streams.get_mut(stream)?;
+        let st = self.slab.get_mut(sid)?;
         let done = match &mut st.block {
             Some((buf, depth, in_str, lines)) => {
                 buf.push('\n');
@@ -533,7 +543,7 @@ impl Decoder {
                 }
                 let first = texts.remove(0);
                 self.queued
-                    .extend(texts.into_iter().map(|t| (stream.clone(), t)));
+                    .extend(texts.into_iter().map(|t| (stream.clone(), sid, t)));
                 return Some(Cow::Owned(first));
             }
             // One line, so the text and its samples stay readable.
@@ -549,21 +559,33 @@ impl Decoder {
 
     /// Prepares the next queued line (an item of a split List), if any.
     pub fn prepare_queued(&mut self, arrival: Option<i64>) -> Option<Prepared<'static>> {
-        let (stream, text) = self.queued.pop_front()?;
-        let time = self.update_stream(&stream, &text, None, arrival);
+        let (stream, sid, text) = self.queued.pop_front()?;
+        let time = self.update_stream(sid, &text, None, arrival);
         Some(Prepared {
             text: Cow::Owned(text),
             wrapper_time: None,
             stream,
+            sid,
             time,
         })
     }
 
-    /// The stream named by `key_buf`, created if new; returns its shared key.
-    fn ensure_stream(&mut self, source: &Source, prefix: Option<&OwnedPrefix>) -> Arc<str> {
-        if let Some(st) = self.streams.get(self.key_buf.as_str()) {
-            if let Some(k) = &st.key {
-                return k.clone();
+    /// The stream named by `key_buf`, created if new; returns its shared
+    /// key and slot.
+    fn ensure_stream(
+        &mut self,
+        source: &Source,
+        prefix: Option<&OwnedPrefix>,
+    ) -> (Arc<str>, usize) {
+        if let Some((k, i)) = &self.last_stream {
+            if **k == *self.key_buf {
+                return (k.clone(), *i);
+            }
+        }
+        if let Some(&i) = self.streams.get(self.key_buf.as_str()) {
+            if let Some(k) = self.slab.get(i).and_then(|st| st.key.clone()) {
+                self.last_stream = Some((k.clone(), i));
+                return (k, i);
             }
         }
         let mut labels = source.labels.clone();
@@ -574,9 +596,6 @@ impl Decoder {
                 labels.push(("namespace".into(), ns.clone()));
             }
         }
-        if self.streams.len() == self.streams.cap().get() {
-            self.stats.streams_evicted += 1;
-        }
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
         let state = StreamState {
             key: Some(key.clone()),
@@ -584,20 +603,38 @@ impl Decoder {
             labels: Arc::new(labels),
             ..StreamState::default()
         };
-        self.streams.put(key.clone(), state);
-        key
+        let slot = if self.streams.len() == self.streams.cap().get() {
+            // Reuse the slot of the stream forgotten longest ago.
+            self.stats.streams_evicted += 1;
+            match self.streams.pop_lru() {
+                Some((_, i)) => {
+                    self.slab[i] = state;
+                    i
+                }
+                None => {
+                    self.slab.push(state);
+                    self.slab.len() - 1
+                }
+            }
+        } else {
+            self.slab.push(state);
+            self.slab.len() - 1
+        };
+        self.streams.put(key.clone(), slot);
+        self.last_stream = Some((key.clone(), slot));
+        (key, slot)
     }
 
     fn update_stream(
         &mut self,
-        stream: &str,
+        sid: usize,
         text: &str,
         wrapper_time: Option<i64>,
         arrival: Option<i64>,
     ) -> i64 {
         let global = self.last_time;
         let live = self.live;
-        let Some(st) = self.streams.get_mut(stream) else {
+        let Some(st) = self.slab.get_mut(sid) else {
             return global.or(arrival).unwrap_or(0);
         };
         let reference = wrapper_time.or(st.last_time).or(global).or(arrival);
@@ -670,7 +707,7 @@ impl Decoder {
                     if flips_back && !st.multiplexed {
                         st.multiplexed = true;
                         self.stats.multiplexed_streams += 1;
-                        tracing::warn!(stream, key = key.as_str(), "Stream mixes several producers; sticky fields are not inherited on it.");
+                        tracing::warn!(stream = st.key.as_deref().unwrap_or(""), key = key.as_str(), "Stream mixes several producers; sticky fields are not inherited on it.");
                     }
                     st.previous.push((key.clone(), old));
                     if st.previous.len() > 8 {
@@ -694,7 +731,7 @@ impl Decoder {
         if pl.malformed {
             self.stats.malformed += 1;
         }
-        let (labels, sticky) = match self.streams.peek(&*p.stream) {
+        let (labels, sticky) = match self.slab.get(p.sid) {
             Some(s) => (
                 s.labels.clone(),
                 if s.multiplexed {
@@ -726,9 +763,9 @@ impl Decoder {
     /// Emits partial lines still buffered (end of input) as complete lines.
     pub fn drain_partials(&mut self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for (name, st) in self.streams.iter_mut() {
+        for st in self.slab.iter_mut() {
             if let Some((text, _)) = st.partial.take() {
-                out.push((name.to_string(), text));
+                out.push((st.key.as_deref().unwrap_or("").to_string(), text));
             }
         }
         out.sort();

@@ -14,8 +14,32 @@ pub fn parse_epoch(s: &str) -> Option<i64> {
     if s.is_empty() || !s.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
         return None;
     }
-    if let Ok(i) = s.parse::<i64>() {
-        return Some(scale_int(i));
+    // Fast path, no allocation: digits with an optional fraction.
+    let b = s.as_bytes();
+    let dot = memchr::memchr(b'.', b);
+    let (int, frac) = match dot {
+        Some(d) => (&b[..d], &b[d + 1..]),
+        None => (b, &b""[..]),
+    };
+    let digits = int.iter().try_fold(0i64, |acc, d| {
+        if d.is_ascii_digit() {
+            acc.checked_mul(10)?.checked_add(i64::from(d - b'0'))
+        } else {
+            None
+        }
+    });
+    if let (Some(i), false, true) = (digits, int.is_empty(), frac.iter().all(u8::is_ascii_digit)) {
+        if dot.is_none() {
+            return Some(scale_int(i));
+        }
+        if i < 100_000_000_000 {
+            // Seconds with a fraction: nanosecond precision from the digits.
+            let mut nanos = 0i64;
+            for k in 0..9 {
+                nanos = nanos * 10 + frac.get(k).map_or(0, |d| i64::from(d - b'0'));
+            }
+            return i.checked_mul(NS)?.checked_add(nanos);
+        }
     }
     let f: f64 = s.parse().ok()?;
     if !f.is_finite() || f < 0.0 {

@@ -95,6 +95,19 @@ pub fn looks_like_pod(s: &str) -> bool {
 /// rest` with `--all-namespaces`. A prefix is only accepted when the pod token
 /// looks like a generated pod name, so ordinary text is not mistaken for one.
 pub fn stern_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
+    // Quick reject: a pod or namespace name starts with [a-z0-9] and the
+    // first token has no '=', ':', '"' or '{' (JSON, logfmt, klog, syslog).
+    let first = *line.as_bytes().first()?;
+    if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
+        return None;
+    }
+    let sp = memchr::memchr(b' ', line.as_bytes())?;
+    if line.as_bytes()[..sp]
+        .iter()
+        .any(|c| matches!(c, b'=' | b':' | b'"' | b'{' | b'/'))
+    {
+        return None;
+    }
     let mut it = line.splitn(4, ' ');
     let a = it.next()?;
     let b = it.next()?;
