@@ -314,7 +314,7 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
 async fn run(p: PipelineArgs) -> Result<()> {
     let mut engine = build_engine(&p, true)?;
     let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
-    let mut rx = sigwatch::source::stdin::spawn_reader(4096);
+    let mut rx = sigwatch::source::stdin::spawn_reader(64);
     let source = Source::named("stdin");
     let mut out = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -324,13 +324,18 @@ async fn run(p: PipelineArgs) -> Result<()> {
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         tokio::select! {
-            line = rx.recv() => match line {
-                Some((l, arrival)) => {
-                    engine.push_line(&source, &l, Some(arrival), &mut out);
+            chunk = rx.recv() => match chunk {
+                Some(chunk) => {
+                    for l in chunk.lines() {
+                        engine.push_line(&source, &l, Some(chunk.arrival), &mut out);
+                        if !out.is_empty() {
+                            deliver(&d, &mut out).await;
+                        }
+                    }
                     if let Some(w) = engine.watermark() {
                         let newest = w + p.lateness.ns();
                         if clock.is_none_or(|(e, _)| newest > e) {
-                            clock = Some((newest, arrival));
+                            clock = Some((newest, chunk.arrival));
                         }
                     }
                 }

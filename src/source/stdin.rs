@@ -79,33 +79,133 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// Complete lines read in one go, with the wall time they arrived.
+#[derive(Debug)]
+pub struct Chunk {
+    /// Lines, each ending in `\n`.
+    pub data: Vec<u8>,
+    /// Arrival wall time (ns).
+    pub arrival: i64,
+}
+
+impl Chunk {
+    /// The lines without their newlines; invalid UTF-8 is replaced.
+    pub fn lines(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+        let mut start = 0;
+        memchr::memchr_iter(b'\n', &self.data).filter_map(move |nl| {
+            let l = &self.data[start..nl];
+            start = nl + 1;
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            (!l.is_empty()).then(|| String::from_utf8_lossy(l))
+        })
+    }
+}
+
+/// Splits a byte stream into chunks of complete lines, cutting any line
+/// longer than [`MAX_LINE_BYTES`] (the rest of it is dropped and counted).
+#[derive(Debug, Default)]
+pub struct Chunker {
+    pending: Vec<u8>,
+    skipping: bool,
+    /// Counters.
+    pub stats: ReadStats,
+}
+
+impl Chunker {
+    /// Adds bytes; returns the complete lines now available (maybe empty).
+    pub fn push(&mut self, mut bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            match memchr::memchr(b'\n', bytes) {
+                Some(nl) => {
+                    if !self.skipping {
+                        let room = MAX_LINE_BYTES.saturating_sub(self.pending.len());
+                        if nl > room {
+                            self.stats.truncated += 1;
+                        }
+                        self.pending.extend_from_slice(&bytes[..nl.min(room)]);
+                        out.append(&mut self.pending);
+                        out.push(b'\n');
+                    }
+                    self.skipping = false;
+                    bytes = &bytes[nl + 1..];
+                }
+                None => {
+                    if !self.skipping {
+                        let room = MAX_LINE_BYTES.saturating_sub(self.pending.len());
+                        if bytes.len() > room {
+                            // Emit the cut line now and drop the rest of it.
+                            self.stats.truncated += 1;
+                            self.pending.extend_from_slice(&bytes[..room]);
+                            out.append(&mut self.pending);
+                            out.push(b'\n');
+                            self.skipping = true;
+                        } else {
+                            self.pending.extend_from_slice(bytes);
+                        }
+                    }
+                    bytes = &[];
+                }
+            }
+        }
+        out
+    }
+
+    /// End of input: the last line if it had no newline.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.pending);
+        if !out.is_empty() {
+            out.push(b'\n');
+        }
+        out
+    }
+}
+
 /// Reads stdin on its own thread (reading blocks) into a bounded channel of
-/// (line, arrival wall time). When detection falls behind, the full channel
-/// pushes back on the pipe instead of buffering without bound.
-pub fn spawn_reader(capacity: usize) -> tokio::sync::mpsc::Receiver<(String, i64)> {
+/// chunks of complete lines. Each read's complete lines go out at once, so a
+/// lone line on an idle pipe is not held back; when detection falls behind,
+/// the full channel pushes back on the pipe instead of buffering without
+/// bound.
+pub fn spawn_reader(capacity: usize) -> tokio::sync::mpsc::Receiver<Chunk> {
+    use std::io::Read;
     let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
     std::thread::spawn(move || {
-        let mut lines = LineReader::new(io::BufReader::with_capacity(1 << 16, io::stdin()));
+        let mut stdin = io::stdin().lock();
+        let mut buf = vec![0u8; 1 << 18];
+        let mut chunker = Chunker::default();
         loop {
-            match lines.next_line() {
-                Ok(Some(l)) => {
-                    if tx.blocking_send((l, super::wall_ns())).is_err() {
-                        break;
-                    }
-                }
-                Ok(None) => break,
+            let n = match stdin.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::error!(error = %e, "Reading stdin failed.");
                     break;
                 }
+            };
+            let data = chunker.push(&buf[..n]);
+            if !data.is_empty()
+                && tx
+                    .blocking_send(Chunk {
+                        data,
+                        arrival: super::wall_ns(),
+                    })
+                    .is_err()
+            {
+                return;
             }
         }
-        let st = lines.stats;
-        if st.truncated + st.invalid_utf8 > 0 {
+        let data = chunker.finish();
+        if !data.is_empty() {
+            let _ = tx.blocking_send(Chunk {
+                data,
+                arrival: super::wall_ns(),
+            });
+        }
+        if chunker.stats.truncated > 0 {
             tracing::warn!(
-                truncated = st.truncated,
-                invalid_utf8 = st.invalid_utf8,
-                "Some stdin lines were cut or repaired."
+                truncated = chunker.stats.truncated,
+                "Some stdin lines were cut."
             );
         }
     });
@@ -115,6 +215,25 @@ pub fn spawn_reader(capacity: usize) -> tokio::sync::mpsc::Receiver<(String, i64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunker_splits_bounds_and_keeps_partial_lines() {
+        let mut c = Chunker::default();
+        assert_eq!(c.push(b"a\nb"), b"a\n");
+        assert_eq!(c.push(b"c\r\nd"), b"bc\r\n");
+        let big = vec![b'x'; MAX_LINE_BYTES + 10];
+        let out = c.push(&big);
+        assert_eq!(out.len(), MAX_LINE_BYTES + 1, "d + cut line");
+        assert_eq!(c.push(b"tail of the long line\ne\n"), b"e\n");
+        assert_eq!(c.finish(), b"");
+        assert_eq!(c.stats.truncated, 1);
+        let chunk = Chunk {
+            data: b"one\r\nbad \xff\n".to_vec(),
+            arrival: 0,
+        };
+        let lines: Vec<String> = chunk.lines().map(|l| l.into_owned()).collect();
+        assert_eq!(lines, vec!["one".to_string(), "bad \u{fffd}".to_string()]);
+    }
 
     #[test]
     fn lines_are_bounded_and_lossy() {
