@@ -159,6 +159,9 @@ impl Matcher {
                 Some(
                     AhoCorasickBuilder::new()
                         .match_kind(MatchKind::LeftmostFirst)
+                        // A DFA keeps large literal sets (past what the SIMD
+                        // searcher takes) at one table lookup per byte.
+                        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
                         .build(&patterns)?,
                 ),
                 Some(
