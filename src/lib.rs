@@ -214,6 +214,20 @@ impl Engine {
         }
     }
 
+    /// Feeds one line whose event time is known from its transport (a Loki
+    /// entry's timestamp, ns).
+    pub fn push_line_at(
+        &mut self,
+        source: &Source,
+        line: &str,
+        time: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        if let Some(p) = self.decoder.prepare_at(source, line, time) {
+            self.ingest(&p, out);
+        }
+    }
+
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
         let mut t = p.time;
         let max = self.max_time.map_or(t, |m| m.max(t));

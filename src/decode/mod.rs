@@ -276,6 +276,8 @@ pub struct Decoder {
     full_scanned: bool,
     /// Whether the current line changed a sticky value of its stream.
     sticky_changed: bool,
+    /// Event time imposed by the transport for the current line.
+    forced_time: Option<i64>,
     /// Spans of the fields found on the last prepared line.
     spans: Vec<Option<keys::Span>>,
     time_slots: Vec<usize>,
@@ -328,6 +330,7 @@ impl Decoder {
             small_time_slots,
             full_scanned: false,
             sticky_changed: false,
+            forced_time: None,
             spans: Vec::new(),
             time_slots,
             sticky_slots,
@@ -401,6 +404,31 @@ impl Decoder {
     /// Unwraps a raw line. Returns None while a partial line is being
     /// reassembled. `arrival` is the wall-clock time in live mode.
     pub fn prepare<'a>(
+        &mut self,
+        source: &Source,
+        raw: &'a str,
+        arrival: Option<i64>,
+    ) -> Option<Prepared<'a>> {
+        self.forced_time = None;
+        self.prepare_inner(source, raw, arrival)
+    }
+
+    /// Like [`Decoder::prepare`] for a line whose event time is known from
+    /// its transport (a Loki entry's timestamp), which takes precedence over
+    /// any time in the line.
+    pub fn prepare_at<'a>(
+        &mut self,
+        source: &Source,
+        raw: &'a str,
+        time: i64,
+    ) -> Option<Prepared<'a>> {
+        self.forced_time = Some(time);
+        let p = self.prepare_inner(source, raw, None);
+        self.forced_time = None;
+        p
+    }
+
+    fn prepare_inner<'a>(
         &mut self,
         source: &Source,
         raw: &'a str,
@@ -654,7 +682,9 @@ impl Decoder {
             })
         };
         let json = text.trim_start().starts_with('{');
-        let mut own = if json {
+        let mut own = if let Some(t) = self.forced_time {
+            Some(t)
+        } else if json {
             small_time()
         } else {
             payload::header_time(text.trim_start(), reference).or_else(small_time)

@@ -1,0 +1,337 @@
+//! Grafana Loki as a source: sigwatch as a Loki consumer, with the same
+//! detection as on stdin and Loki's stream labels (`node_id`, `pod`,
+//! `container`, `namespace`) as the per-node context.
+//!
+//! Loki's `query_range` has no cursor and no "truncated" flag, its `start` is
+//! inclusive and `end` exclusive, and entries of different streams share
+//! nanosecond timestamps. [`poll::Poller`] pages forward with those exact
+//! semantics: no gap, no duplicate (research/apis.md §1.4).
+
+pub mod cursor;
+pub mod poll;
+
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Loki's own cap on `limit` (`max_entries_limit_per_query`): above it the
+/// query fails with 400 instead of being clamped.
+pub const MAX_LIMIT: u32 = 5000;
+
+/// How to authenticate to Loki (or the gateway in front of it).
+#[derive(Clone, Default)]
+pub enum Auth {
+    /// No credentials.
+    #[default]
+    None,
+    /// HTTP Basic (Grafana Cloud: user = tenant, password = token).
+    Basic {
+        /// User.
+        user: String,
+        /// Password (never logged).
+        password: String,
+    },
+    /// `Authorization: Bearer` (never logged).
+    Bearer(String),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Auth::None => "none",
+            Auth::Basic { .. } => "basic (redacted)",
+            Auth::Bearer(_) => "bearer (redacted)",
+        })
+    }
+}
+
+/// Settings of the Loki source.
+#[derive(Debug, Clone)]
+pub struct LokiConfig {
+    /// Base URL, e.g. `http://loki:3100`.
+    pub url: String,
+    /// `X-Scope-OrgID`, needed unless Loki runs with `auth_enabled: false`.
+    pub tenant: Option<String>,
+    /// Credentials.
+    pub auth: Auth,
+    /// Extra CA certificate (PEM) to trust.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Entries per page (≤ [`MAX_LIMIT`]; default 1000).
+    pub limit: u32,
+    /// Query up to `now - lag`, so lines still in flight are not skipped
+    /// (default 10 s).
+    pub lag: Duration,
+    /// Re-scan this far behind the cursor now and then, for lines that
+    /// arrive later than `lag` (default 2 min; dedup drops repeats).
+    pub overlap: Duration,
+    /// How often to re-scan the overlap (default 30 s).
+    pub rescan_every: Duration,
+    /// Polling period (default 2 s).
+    pub interval: Duration,
+    /// Where a fresh start (no checkpoint) begins: `now - since` (default 15 min).
+    pub since: Duration,
+    /// Per-request timeout (default 30 s).
+    pub timeout: Duration,
+}
+
+impl LokiConfig {
+    /// Defaults for a URL.
+    pub fn new(url: &str) -> LokiConfig {
+        LokiConfig {
+            url: url.trim_end_matches('/').to_string(),
+            tenant: None,
+            auth: Auth::None,
+            ca_file: None,
+            limit: 1000,
+            lag: Duration::from_secs(10),
+            overlap: Duration::from_secs(120),
+            rescan_every: Duration::from_secs(30),
+            interval: Duration::from_secs(2),
+            since: Duration::from_secs(900),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A Loki source failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LokiError {
+    /// 400/401/403/404: retrying cannot fix it; the body says why.
+    #[error("Loki rejected the query (HTTP {status}): {body}")]
+    Config {
+        /// HTTP status.
+        status: u16,
+        /// Plain-text body from Loki.
+        body: String,
+    },
+    /// 429, 5xx, 504, timeouts, network errors: retried with backoff.
+    #[error("Loki unavailable: {0}")]
+    Transient(String),
+    /// A response that is not Loki's JSON.
+    #[error("cannot read Loki's response: {0}")]
+    Parse(String),
+    /// Local setup (bad URL, unreadable CA file).
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// One log entry from Loki.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Stream labels, sorted by name.
+    pub labels: Vec<(String, String)>,
+    /// Structured metadata and parsed labels of this entry (categorize-labels).
+    pub metadata: Vec<(String, String)>,
+    /// Timestamp (ns).
+    pub ts: i64,
+    /// The log line.
+    pub line: String,
+}
+
+impl Entry {
+    /// The stream's canonical name: `{a="1", b="2"}` with sorted labels.
+    pub fn stream_name(&self) -> String {
+        let inner: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        format!("{{{}}}", inner.join(", "))
+    }
+
+    /// The identity used for dedup: (stream labels, ts, line).
+    pub fn key(&self) -> u64 {
+        use std::hash::Hasher;
+        let mut h = fnv::FnvHasher::default();
+        for (k, v) in &self.labels {
+            h.write(k.as_bytes());
+            h.write(&[0]);
+            h.write(v.as_bytes());
+            h.write(&[1]);
+        }
+        h.write(&self.ts.to_le_bytes());
+        h.write(self.line.as_bytes());
+        h.finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    data: Data,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    #[serde(default)]
+    result: Vec<StreamResult>,
+}
+
+#[derive(Deserialize)]
+struct StreamResult {
+    #[serde(default)]
+    stream: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<Vec<serde_json::Value>>,
+}
+
+fn flatten_metadata(v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    let Some(obj) = v.as_object() else { return };
+    for (k, v) in obj {
+        match v {
+            // categorize-labels: {"structuredMetadata": {...}, "parsed": {...}}
+            serde_json::Value::Object(inner) => {
+                for (ik, iv) in inner {
+                    if let Some(s) = iv.as_str() {
+                        out.push((ik.clone(), s.to_string()));
+                    }
+                }
+            }
+            // push format: a plain map of structured metadata.
+            serde_json::Value::String(s) => out.push((k.clone(), s.clone())),
+            _ => {}
+        }
+    }
+}
+
+/// Parses a `query_range` (or tail frame `streams`) body into entries in
+/// forward order: by timestamp, then stream labels, then line.
+pub fn parse_streams(body: &str) -> Result<Vec<Entry>, LokiError> {
+    let r: Response = serde_json::from_str(body).map_err(|e| LokiError::Parse(e.to_string()))?;
+    if r.status != "success" {
+        return Err(LokiError::Parse(format!("status {:?}", r.status)));
+    }
+    if r.data.result_type != "streams" {
+        return Err(LokiError::Config {
+            status: 200,
+            body: format!(
+                "the query returns {:?}, not log lines: use a log query, not a metric query",
+                r.data.result_type
+            ),
+        });
+    }
+    let mut out = Vec::new();
+    for s in r.data.result {
+        let labels: Vec<(String, String)> = s.stream.into_iter().collect();
+        for row in s.values {
+            let ts = row
+                .first()
+                .and_then(|t| t.as_str())
+                .and_then(|t| t.parse::<i64>().ok())
+                .ok_or_else(|| {
+                    LokiError::Parse("a row without a nanosecond timestamp string".into())
+                })?;
+            let line = row
+                .get(1)
+                .and_then(|l| l.as_str())
+                .ok_or_else(|| LokiError::Parse("a row without a line".into()))?;
+            let mut metadata = Vec::new();
+            if let Some(m) = row.get(2) {
+                flatten_metadata(m, &mut metadata);
+            }
+            out.push(Entry {
+                labels: labels.clone(),
+                metadata,
+                ts,
+                line: line.to_string(),
+            });
+        }
+    }
+    out.sort_by(|a, b| {
+        a.ts.cmp(&b.ts)
+            .then_with(|| a.labels.cmp(&b.labels))
+            .then_with(|| a.line.cmp(&b.line))
+    });
+    Ok(out)
+}
+
+/// Whether a selector can match Loki's own logs. Loki logs every query it
+/// runs, with its text; a detector reading them reads its own queries in a
+/// loop. Safe only if an equality matcher pins a label to a non-Loki value.
+pub fn may_match_loki_itself(query: &str) -> bool {
+    let selector = query
+        .split('}')
+        .next()
+        .unwrap_or(query)
+        .trim_start_matches('{');
+    let pinned = selector.split(',').any(|m| {
+        let m = m.trim();
+        if m.contains("!=") || m.contains("=~") || m.contains("!~") {
+            return false;
+        }
+        match m.split_once('=') {
+            Some((_, v)) => {
+                let v = v.trim().trim_matches('"').to_ascii_lowercase();
+                !v.is_empty()
+                    && !v.contains("loki")
+                    && !v.contains("monitoring")
+                    && !v.contains("logging")
+            }
+            None => false,
+        }
+    });
+    !pinned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(name: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/loki")
+            .join(name);
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    #[test]
+    fn real_bodies_parse_in_forward_order() {
+        let all = parse_streams(&shared("qr-forward-all.json")).unwrap();
+        assert!(all.len() >= 10, "{}", all.len());
+        assert!(all.windows(2).all(|w| w[0].ts <= w[1].ts));
+        let limited = parse_streams(&shared("qr-forward-limit5.json")).unwrap();
+        assert_eq!(limited.len(), 5);
+        let cat = parse_streams(&shared("qr-forward-categorized.json")).unwrap();
+        assert_eq!(cat.len(), all.len());
+        // categorize-labels keeps stream labels to the indexed ones and moves
+        // structured metadata to the row.
+        assert!(cat
+            .iter()
+            .all(|e| !e.labels.iter().any(|(k, _)| k == "detected_level")));
+        assert!(cat
+            .iter()
+            .any(|e| e.metadata.iter().any(|(k, _)| k == "trace_id")));
+        assert!(cat
+            .iter()
+            .any(|e| e.labels.iter().any(|(k, v)| k == "node_id" && v == "NE_x")));
+    }
+
+    #[test]
+    fn keys_tell_streams_apart_at_one_timestamp() {
+        let a = Entry {
+            labels: vec![("pod".into(), "a".into())],
+            metadata: vec![],
+            ts: 1,
+            line: "x".into(),
+        };
+        let mut b = a.clone();
+        b.labels[0].1 = "b".into();
+        assert_ne!(a.key(), b.key());
+        assert_eq!(a.key(), a.clone().key());
+        assert_eq!(a.stream_name(), "{pod=\"a\"}");
+    }
+
+    #[test]
+    fn selectors_that_can_read_loki_itself() {
+        assert!(may_match_loki_itself(
+            r#"{namespace=~".+"} |= "EGRESS_FAILED""#
+        ));
+        assert!(may_match_loki_itself(r#"{namespace="monitoring"}"#));
+        assert!(may_match_loki_itself(r#"{app!="egress"}"#));
+        assert!(!may_match_loki_itself(r#"{namespace="livekit"}"#));
+        assert!(!may_match_loki_itself(
+            r#"{namespace=~"media.*", container="egress"} |= "x""#
+        ));
+    }
+}
