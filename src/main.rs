@@ -8,9 +8,12 @@ use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
 use sigwatch::rules::{self, duration::Dur, RuleSet};
+use sigwatch::source::loki::poll::Poller;
+use sigwatch::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
 use sigwatch::source::replay::Merged;
 use sigwatch::source::wall_ns;
 use sigwatch::{Engine, Options};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -90,6 +93,80 @@ struct PipelineArgs {
 struct RunArgs {
     #[command(flatten)]
     p: PipelineArgs,
+    #[command(flatten)]
+    loki: LokiArgs,
+}
+
+/// Grafana Loki as the source instead of stdin. Secrets come from the
+/// environment or files, never from the command line (where `ps` shows them).
+#[derive(Args)]
+struct LokiArgs {
+    /// Consume Grafana Loki at this base URL instead of stdin (env: SIGWATCH_LOKI_URL).
+    #[arg(long, value_name = "URL", env = "SIGWATCH_LOKI_URL")]
+    loki: Option<String>,
+    /// LogQL log query, e.g. '{namespace="livekit"}' (repeatable: each runs as its own stream).
+    #[arg(long = "query", value_name = "LOGQL")]
+    queries: Vec<String>,
+    /// Tenant sent as X-Scope-OrgID (env: SIGWATCH_LOKI_TENANT).
+    #[arg(long, env = "SIGWATCH_LOKI_TENANT")]
+    loki_tenant: Option<String>,
+    /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
+    #[arg(long, env = "SIGWATCH_LOKI_USER")]
+    loki_user: Option<String>,
+    /// File holding the basic-auth password.
+    #[arg(long, value_name = "FILE")]
+    loki_password_file: Option<PathBuf>,
+    /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    loki_token_file: Option<PathBuf>,
+    /// Extra CA certificate (PEM) to trust for Loki's TLS.
+    #[arg(long, value_name = "FILE")]
+    loki_ca_file: Option<PathBuf>,
+    /// Entries per query_range page (Loki's cap is 5000).
+    #[arg(long, default_value_t = 1000)]
+    loki_limit: u32,
+    /// Query up to now minus this, so lines still being shipped are not skipped.
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    loki_lag: Dur,
+    /// Polling period.
+    #[arg(long, default_value = "2s", value_parser = parse_dur)]
+    loki_interval: Dur,
+    /// Where a fresh start (no checkpoint) begins, back from now.
+    #[arg(long, default_value = "15m", value_parser = parse_dur)]
+    since: Dur,
+    /// Directory for the Loki cursor checkpoint (survives restarts).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>> {
+    if let Some(f) = file {
+        let s =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        return Ok(Some(s.trim().to_string()));
+    }
+    Ok(std::env::var(env).ok().filter(|s| !s.is_empty()))
+}
+
+fn loki_config(a: &LokiArgs, url: &str) -> Result<LokiConfig> {
+    let mut c = LokiConfig::new(url);
+    c.tenant = a.loki_tenant.clone();
+    c.ca_file = a.loki_ca_file.clone();
+    c.limit = a.loki_limit;
+    c.lag = Duration::from_nanos(a.loki_lag.ns().max(0) as u64);
+    c.interval = Duration::from_nanos(a.loki_interval.ns().max(1) as u64);
+    c.since = Duration::from_nanos(a.since.ns().max(0) as u64);
+    if let Some(token) = read_secret("SIGWATCH_LOKI_TOKEN", &a.loki_token_file)? {
+        c.auth = Auth::Bearer(token);
+    } else if let Some(user) = &a.loki_user {
+        let password = read_secret("SIGWATCH_LOKI_PASSWORD", &a.loki_password_file)?
+            .context("--loki-user needs SIGWATCH_LOKI_PASSWORD or --loki-password-file")?;
+        c.auth = Auth::Basic {
+            user: user.clone(),
+            password,
+        };
+    }
+    Ok(c)
 }
 
 #[derive(Args)]
@@ -124,7 +201,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.cmd {
         Cmd::Check(a) => return check(&a),
-        Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p))),
+        Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p, a.loki))),
         Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files))),
     };
     match result {
@@ -311,9 +388,39 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-async fn run(p: PipelineArgs) -> Result<()> {
+/// Starts one poller per query; returns the batch channel and the cursors.
+fn start_loki(
+    a: &LokiArgs,
+    url: &str,
+) -> Result<(tokio::sync::mpsc::Receiver<Batch>, BTreeMap<String, i64>)> {
+    if a.queries.is_empty() {
+        bail!("--loki needs at least one --query, e.g. --query '{{namespace=\"livekit\"}}'");
+    }
+    let cfg = loki_config(a, url)?;
+    let mut cursors = match &a.state_dir {
+        Some(d) => cursor::load(d).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?,
+        None => BTreeMap::new(),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let fresh = wall_ns() - cfg.since.as_nanos() as i64;
+    for q in &a.queries {
+        if may_match_loki_itself(q) {
+            tracing::warn!(query = %q, "This selector can match Loki's own logs, which record every query: sigwatch would read its own queries in a loop. Pin a label to your workload, e.g. {{namespace=\"livekit\"}}.");
+        }
+        let start = *cursors.entry(q.clone()).or_insert(fresh);
+        tracing::info!(query = %q, start, resumed = start != fresh, "Loki query starting.");
+        let poller = Poller::new(cfg.clone(), q, start)?;
+        tokio::spawn(run_poller(poller, cfg.interval, tx.clone()));
+    }
+    Ok((rx, cursors))
+}
+
+async fn run(p: PipelineArgs, loki: LokiArgs) -> Result<()> {
     let mut engine = build_engine(&p, true)?;
     let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
+    if let Some(url) = loki.loki.clone() {
+        return run_loki(p, loki, &url, engine, d).await;
+    }
     let mut rx = sigwatch::source::stdin::spawn_reader(64);
     let source = Source::named("stdin");
     let mut out = Vec::new();
@@ -358,6 +465,76 @@ async fn run(p: PipelineArgs) -> Result<()> {
         if !out.is_empty() {
             deliver(&d, &mut out).await;
         }
+    }
+    finish(&p, &engine, d).await;
+    Ok(())
+}
+
+async fn run_loki(
+    p: PipelineArgs,
+    a: LokiArgs,
+    url: &str,
+    mut engine: Engine,
+    d: Dispatcher,
+) -> Result<()> {
+    let (mut rx, mut cursors) = start_loki(&a, url)?;
+    let mut out = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut clock: Option<(i64, i64)> = None;
+    let mut newest_entry: Option<i64> = None;
+    let mut shutdown = Box::pin(shutdown_signal());
+    loop {
+        tokio::select! {
+            batch = rx.recv() => {
+                let Some(batch) = batch else { break };
+                let arrival = wall_ns();
+                for e in &batch.entries {
+                    let mut labels = e.labels.clone();
+                    labels.extend(e.metadata.iter().cloned());
+                    let source = Source { name: e.stream_name(), labels };
+                    engine.push_line_at(&source, &e.line, e.ts, &mut out);
+                    newest_entry = Some(newest_entry.map_or(e.ts, |n| n.max(e.ts)));
+                    if !out.is_empty() {
+                        deliver(&d, &mut out).await;
+                    }
+                }
+                // The cursor moves only after its entries were processed.
+                cursors.insert(batch.query.clone(), batch.cursor);
+                if let Some(dir) = &a.state_dir {
+                    if let Err(e) = cursor::save(dir, &cursors) {
+                        tracing::error!(error = %e, "Cannot save the Loki checkpoint.");
+                    }
+                }
+                if let Some(n) = newest_entry {
+                    tracing::debug!(lag_ms = (arrival - n) / 1_000_000, entries = batch.entries.len(), "Loki batch processed.");
+                }
+                if let Some(w) = engine.watermark() {
+                    let newest = w + p.lateness.ns();
+                    if clock.is_none_or(|(e, _)| newest > e) {
+                        clock = Some((newest, arrival));
+                    }
+                }
+            },
+            _ = tick.tick() => {
+                if let Some((e, w)) = clock {
+                    engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
+                }
+            },
+            _ = &mut shutdown => {
+                tracing::info!("Signal received; shutting down.");
+                break;
+            }
+        }
+        if !out.is_empty() {
+            deliver(&d, &mut out).await;
+        }
+    }
+    if let Some(n) = newest_entry {
+        tracing::info!(
+            consumer_lag_ms = (wall_ns() - n) / 1_000_000,
+            "Loki consumer stopped."
+        );
     }
     finish(&p, &engine, d).await;
     Ok(())

@@ -28,6 +28,8 @@ struct Store {
     /// Requests to fail with 503 before serving again.
     down_for: usize,
     requests: usize,
+    /// `start` of every query received.
+    starts: Vec<i64>,
 }
 
 type Shared = Arc<Mutex<Store>>;
@@ -60,6 +62,7 @@ async fn query_range(
         return text(400, &format!("max entries limit per query exceeded, limit > max_entries_limit_per_query ({limit} > 5000)"));
     }
     let start: i64 = q.get("start").and_then(|v| v.parse().ok()).unwrap_or(0);
+    s.starts.push(start);
     let end: i64 = q
         .get("end")
         .and_then(|v| v.parse().ok())
@@ -422,5 +425,122 @@ async fn alerts_from_loki_equal_replay_and_name_nodes_from_labels() {
             .any(|n| n.rule == "egress.black_hole" && n.group.starts_with("node-")),
         "{:?}",
         view(&got)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9() {
+    use std::process::Stdio;
+    use tokio::io::AsyncBufReadExt;
+    let text = std::fs::read_to_string(format!(
+        "{}/fixtures/egress-black-hole.log",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let store: Shared = Default::default();
+    let now = sigwatch::source::wall_ns();
+    {
+        // Re-stamp the fixture into the last few minutes, one ms apart.
+        let mut s = store.lock().unwrap();
+        s.auth = true;
+        let n = text.lines().count() as i64;
+        for (i, l) in text.lines().enumerate() {
+            let (pod, rest) = l.split_once(' ').unwrap();
+            let (_, body) = rest.split_once(' ').unwrap();
+            let ts = now - 240_000_000_000 + (i as i64) * (200_000_000_000 / n);
+            s.entries.push((
+                labels(&[
+                    ("namespace", "media"),
+                    ("pod", pod),
+                    ("node_id", &format!("node-{pod}")),
+                ]),
+                ts,
+                body.to_string(),
+                BTreeMap::new(),
+            ));
+        }
+    }
+    let url = start_loki(store.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+            .args([
+                "run",
+                "--log-level",
+                "warn",
+                "--loki",
+                &url,
+                "--query",
+                "{namespace=\"media\"}",
+                "--loki-tenant",
+                "t1",
+                "--loki-lag",
+                "0s",
+                "--loki-interval",
+                "200ms",
+                "--state-dir",
+            ])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let l = lines.next_line().await.unwrap().unwrap();
+            if l.contains("egress.black_hole") {
+                return l;
+            }
+        }
+    })
+    .await
+    .expect("the black-hole alert arrives from Loki");
+    let n: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert!(
+        n["group"].as_str().unwrap().starts_with("node-egress-"),
+        "named from the node_id label: {n}"
+    );
+    // Let a checkpoint land, then kill -9.
+    let ckpt = cursor::path(dir.path());
+    for _ in 0..50 {
+        if ckpt.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    let saved = cursor::load(dir.path()).unwrap()["{namespace=\"media\"}"];
+    assert!(
+        saved > now - 240_000_000_000,
+        "the cursor moved past the fixture's start"
+    );
+    let before = store.lock().unwrap().starts.len();
+    // Restart: it must resume at the checkpoint, not 15 minutes back.
+    let mut child = spawn();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    let mut again = Vec::new();
+    while let Ok(Ok(Some(l))) =
+        tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
+    {
+        again.push(l);
+    }
+    assert!(
+        again.is_empty(),
+        "no line was re-read, so nothing was notified again: {again:?}"
+    );
+    let starts = store.lock().unwrap().starts.clone();
+    assert!(starts.len() > before, "the restarted process polled");
+    assert!(
+        starts[before..].iter().all(|s| *s >= saved),
+        "resumed at the checkpoint {saved}: {:?}",
+        &starts[before..]
     );
 }

@@ -274,9 +274,93 @@ pub fn may_match_loki_itself(query: &str) -> bool {
     !pinned
 }
 
+/// Entries from one poll of one query, and the cursor after them.
+#[derive(Debug)]
+pub struct Batch {
+    /// The query.
+    pub query: String,
+    /// New entries, forward order.
+    pub entries: Vec<Entry>,
+    /// Everything before this (ns) has been delivered.
+    pub cursor: i64,
+}
+
+/// Longest wait between retries of a failing Loki.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs one query's poller until the receiver goes away: polls every
+/// `interval`, retries transient errors with capped exponential backoff and
+/// jitter (counting and logging them), logs a configuration error once and
+/// retries it slowly (a fixed secret or selector then recovers by itself).
+/// Detection never waits on Loki: batches go through a bounded channel.
+pub async fn run_poller(
+    mut poller: poll::Poller,
+    interval: Duration,
+    tx: tokio::sync::mpsc::Sender<Batch>,
+) {
+    let mut failures: u32 = 0;
+    let mut last_config_error: Option<String> = None;
+    loop {
+        let now = crate::source::wall_ns();
+        let wait = match poller.poll(now).await {
+            Ok(entries) => {
+                if failures > 0 {
+                    tracing::info!(
+                        query = poller.query(),
+                        failures,
+                        "Loki reachable again; catching up from the cursor."
+                    );
+                }
+                failures = 0;
+                last_config_error = None;
+                let batch = Batch {
+                    query: poller.query().to_string(),
+                    entries,
+                    cursor: poller.cursor(),
+                };
+                if tx.send(batch).await.is_err() {
+                    return;
+                }
+                interval
+            }
+            Err(LokiError::Config { status, body }) => {
+                let msg = format!("HTTP {status}: {body}");
+                if last_config_error.as_deref() != Some(msg.as_str()) {
+                    tracing::error!(query = poller.query(), status, body = %body, "Loki rejected the query; fix the configuration (retrying every minute).");
+                    last_config_error = Some(msg);
+                }
+                MAX_BACKOFF
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                if failures == 1 || failures.is_power_of_two() {
+                    tracing::warn!(query = poller.query(), failures, error = %e, "Loki poll failed; retrying with backoff.");
+                }
+                backoff(failures)
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Exponential backoff from 1 s, capped at [`MAX_BACKOFF`], with up to 25 %
+/// jitter so replicas do not retry in step.
+pub fn backoff(failures: u32) -> Duration {
+    let base = Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(MAX_BACKOFF);
+    let noise = (crate::source::wall_ns() % 1000) as f64 / 4000.0;
+    base.mul_f64(1.0 + noise).min(MAX_BACKOFF)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert!(backoff(1) >= Duration::from_secs(1) && backoff(1) < Duration::from_millis(1300));
+        assert!(backoff(3) >= Duration::from_secs(4));
+        assert_eq!(backoff(30), MAX_BACKOFF);
+    }
 
     fn shared(name: &str) -> String {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
