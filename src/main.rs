@@ -8,6 +8,7 @@ use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
 use sigwatch::rules::{self, duration::Dur, RuleSet};
+use sigwatch::source::file;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
 use sigwatch::source::replay::Merged;
@@ -35,8 +36,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Watch live logs on stdin; notifications go to stdout (NDJSON).
-    Run(RunArgs),
+    /// Watch live logs (stdin, Loki or files); notifications go to stdout (NDJSON).
+    Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
     Replay(ReplayArgs),
     /// Validate rules and their inline examples; print one line per rule.
@@ -94,13 +95,14 @@ struct RunArgs {
     #[command(flatten)]
     p: PipelineArgs,
     #[command(flatten)]
-    loki: LokiArgs,
+    loki: SourceArgs,
 }
 
-/// Grafana Loki as the source instead of stdin. Secrets come from the
+/// Where live lines come from: stdin (default), Grafana Loki, or files.
+/// Loki secrets come from the
 /// environment or files, never from the command line (where `ps` shows them).
 #[derive(Args)]
-struct LokiArgs {
+struct SourceArgs {
     /// Consume Grafana Loki at this base URL instead of stdin (env: SIGWATCH_LOKI_URL).
     #[arg(long, value_name = "URL", env = "SIGWATCH_LOKI_URL")]
     loki: Option<String>,
@@ -134,9 +136,13 @@ struct LokiArgs {
     /// Where a fresh start (no checkpoint) begins, back from now.
     #[arg(long, default_value = "15m", value_parser = parse_dur)]
     since: Dur,
-    /// Directory for the Loki cursor checkpoint (survives restarts).
+    /// Directory for checkpoints (Loki cursors, file offsets) that survive restarts.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Follow log files matching this glob instead of stdin (repeatable),
+    /// e.g. '/var/log/pods/*/*/*.log'.
+    #[arg(long = "file", value_name = "GLOB")]
+    files: Vec<String>,
 }
 
 fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>> {
@@ -148,7 +154,7 @@ fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>> {
     Ok(std::env::var(env).ok().filter(|s| !s.is_empty()))
 }
 
-fn loki_config(a: &LokiArgs, url: &str) -> Result<LokiConfig> {
+fn loki_config(a: &SourceArgs, url: &str) -> Result<LokiConfig> {
     let mut c = LokiConfig::new(url);
     c.tenant = a.loki_tenant.clone();
     c.ca_file = a.loki_ca_file.clone();
@@ -390,7 +396,7 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
 
 /// Starts one poller per query; returns the batch channel and the cursors.
 fn start_loki(
-    a: &LokiArgs,
+    a: &SourceArgs,
     url: &str,
 ) -> Result<(tokio::sync::mpsc::Receiver<Batch>, BTreeMap<String, i64>)> {
     if a.queries.is_empty() {
@@ -415,100 +421,132 @@ fn start_loki(
     Ok((rx, cursors))
 }
 
-async fn run(p: PipelineArgs, loki: LokiArgs) -> Result<()> {
-    let mut engine = build_engine(&p, true)?;
+/// What the live loop consumes, whatever the source.
+enum Input {
+    Stdin(sigwatch::source::stdin::Chunk),
+    Loki(Batch),
+    Files(file::FileBatch),
+}
+
+async fn run(p: PipelineArgs, a: SourceArgs) -> Result<()> {
+    let engine = build_engine(&p, true)?;
     let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
-    if let Some(url) = loki.loki.clone() {
-        return run_loki(p, loki, &url, engine, d).await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
+    let mut cursors = BTreeMap::new();
+    // Each source feeds the one loop through a bounded channel.
+    if let Some(url) = &a.loki {
+        let (mut lrx, c) = start_loki(&a, url)?;
+        cursors = c;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(b) = lrx.recv().await {
+                if tx.send(Input::Loki(b)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    } else if !a.files.is_empty() {
+        let resume = match &a.state_dir {
+            Some(dir) => file::load_checkpoint(dir)?,
+            None => Default::default(),
+        };
+        let mut frx = file::spawn(
+            file::Tailer::new(&a.files, resume)?,
+            Duration::from_millis(250),
+        );
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(b) = frx.recv().await {
+                if tx.send(Input::Files(b)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    } else {
+        let mut srx = sigwatch::source::stdin::spawn_reader(64);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(c) = srx.recv().await {
+                if tx.send(Input::Stdin(c)).await.is_err() {
+                    break;
+                }
+            }
+        });
     }
-    let mut rx = sigwatch::source::stdin::spawn_reader(64);
-    let source = Source::named("stdin");
+    drop(tx);
+    drive(p, a, engine, d, rx, cursors).await
+}
+
+/// The live loop: feeds input to the engine, advances event time with the
+/// wall clock while input is idle, checkpoints after processing, stops on
+/// end of input or a signal.
+async fn drive(
+    p: PipelineArgs,
+    a: SourceArgs,
+    mut engine: Engine,
+    d: Dispatcher,
+    mut rx: tokio::sync::mpsc::Receiver<Input>,
+    mut cursors: BTreeMap<String, i64>,
+) -> Result<()> {
+    let stdin = Source::named("stdin");
     let mut out = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // (newest event time, wall time when it was seen): idle time advances event time.
     let mut clock: Option<(i64, i64)> = None;
-    let mut shutdown = Box::pin(shutdown_signal());
-    loop {
-        tokio::select! {
-            chunk = rx.recv() => match chunk {
-                Some(chunk) => {
-                    for l in chunk.lines() {
-                        engine.push_line(&source, &l, Some(chunk.arrival), &mut out);
-                        if !out.is_empty() {
-                            deliver(&d, &mut out).await;
-                        }
-                    }
-                    if let Some(w) = engine.watermark() {
-                        let newest = w + p.lateness.ns();
-                        if clock.is_none_or(|(e, _)| newest > e) {
-                            clock = Some((newest, chunk.arrival));
-                        }
-                    }
-                }
-                None => {
-                    engine.finish(&mut out);
-                    deliver(&d, &mut out).await;
-                    break;
-                }
-            },
-            _ = tick.tick() => {
-                if let Some((e, w)) = clock {
-                    engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
-                }
-            },
-            _ = &mut shutdown => {
-                tracing::info!("Signal received; shutting down.");
-                break;
-            }
-        }
-        if !out.is_empty() {
-            deliver(&d, &mut out).await;
-        }
-    }
-    finish(&p, &engine, d).await;
-    Ok(())
-}
-
-async fn run_loki(
-    p: PipelineArgs,
-    a: LokiArgs,
-    url: &str,
-    mut engine: Engine,
-    d: Dispatcher,
-) -> Result<()> {
-    let (mut rx, mut cursors) = start_loki(&a, url)?;
-    let mut out = Vec::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut clock: Option<(i64, i64)> = None;
     let mut newest_entry: Option<i64> = None;
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         tokio::select! {
-            batch = rx.recv() => {
-                let Some(batch) = batch else { break };
-                let arrival = wall_ns();
-                for e in &batch.entries {
-                    let mut labels = e.labels.clone();
-                    labels.extend(e.metadata.iter().cloned());
-                    let source = Source { name: e.stream_name(), labels };
-                    engine.push_line_at(&source, &e.line, e.ts, &mut out);
-                    newest_entry = Some(newest_entry.map_or(e.ts, |n| n.max(e.ts)));
-                    if !out.is_empty() {
-                        deliver(&d, &mut out).await;
+            input = rx.recv() => {
+                let Some(input) = input else {
+                    // End of input (stdin closed): flush and stop.
+                    engine.finish(&mut out);
+                    deliver(&d, &mut out).await;
+                    break;
+                };
+                let arrival = match input {
+                    Input::Stdin(chunk) => {
+                        for l in chunk.lines() {
+                            engine.push_line(&stdin, &l, Some(chunk.arrival), &mut out);
+                            deliver(&d, &mut out).await;
+                        }
+                        chunk.arrival
                     }
-                }
-                // The cursor moves only after its entries were processed.
-                cursors.insert(batch.query.clone(), batch.cursor);
-                if let Some(dir) = &a.state_dir {
-                    if let Err(e) = cursor::save(dir, &cursors) {
-                        tracing::error!(error = %e, "Cannot save the Loki checkpoint.");
+                    Input::Loki(batch) => {
+                        for e in &batch.entries {
+                            let mut labels = e.labels.clone();
+                            labels.extend(e.metadata.iter().cloned());
+                            let source = Source { name: e.stream_name(), labels };
+                            engine.push_line_at(&source, &e.line, e.ts, &mut out);
+                            newest_entry = Some(newest_entry.map_or(e.ts, |n| n.max(e.ts)));
+                            deliver(&d, &mut out).await;
+                        }
+                        // The cursor moves only after its entries were processed.
+                        cursors.insert(batch.query.clone(), batch.cursor);
+                        if let Some(dir) = &a.state_dir {
+                            if let Err(e) = cursor::save(dir, &cursors) {
+                                tracing::error!(error = %e, "Cannot save the Loki checkpoint.");
+                            }
+                        }
+                        wall_ns()
                     }
-                }
-                if let Some(n) = newest_entry {
-                    tracing::debug!(lag_ms = (arrival - n) / 1_000_000, entries = batch.entries.len(), "Loki batch processed.");
-                }
+                    Input::Files(batch) => {
+                        for f in &batch.files {
+                            for l in &f.lines {
+                                engine.push_line(&f.source, l, Some(batch.arrival), &mut out);
+                                deliver(&d, &mut out).await;
+                            }
+                        }
+                        // Offsets move only after their lines were processed.
+                        if let Some(dir) = &a.state_dir {
+                            if let Err(e) = file::save_checkpoint(dir, &batch.offsets) {
+                                tracing::error!(error = %e, "Cannot save the file checkpoint.");
+                            }
+                        }
+                        batch.arrival
+                    }
+                };
                 if let Some(w) = engine.watermark() {
                     let newest = w + p.lateness.ns();
                     if clock.is_none_or(|(e, _)| newest > e) {
@@ -526,9 +564,7 @@ async fn run_loki(
                 break;
             }
         }
-        if !out.is_empty() {
-            deliver(&d, &mut out).await;
-        }
+        deliver(&d, &mut out).await;
     }
     if let Some(n) = newest_entry {
         tracing::info!(

@@ -287,3 +287,61 @@ fn replay_merges_per_pod_files_by_event_time() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn run_follows_kubelet_log_files_and_resumes_from_offsets_after_kill_9() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let logdir = dir
+        .path()
+        .join("pods/livekit_livekit-server-0_5e7b1fd3/livekit-server");
+    std::fs::create_dir_all(&logdir).unwrap();
+    // The CRI-wrapped deadlock fixture, as containerd writes it.
+    std::fs::copy(fixture("livekit-deadlock-cri.log"), logdir.join("0.log")).unwrap();
+    let state = dir.path().join("state");
+    let glob = format!("{}/pods/*/*/*.log", dir.path().display());
+    let spawn = || {
+        Command::new(BIN)
+            .args(["run", "--log-level", "warn", "--file", &glob, "--state-dir"])
+            .arg(&state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("an alert from the file");
+    assert!(first.contains("livekit.stats_deadlock"), "{first}");
+    for _ in 0..50 {
+        if state.join("file-offsets.json").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    // Restart: the offsets say everything was read; nothing is notified again.
+    let mut child = spawn();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(2000)).is_err(),
+        "nothing re-read after restart"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+}

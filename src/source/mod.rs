@@ -2,6 +2,7 @@
 //! [`MAX_LINE_BYTES`] is cut (and counted), and invalid UTF-8 is replaced
 //! rather than rejected, so one bad line never stops the stream.
 
+pub mod file;
 pub mod loki;
 pub mod replay;
 pub mod stdin;
