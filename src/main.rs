@@ -10,6 +10,7 @@ use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
 use sigwatch::rules::{self, duration::Dur, RuleSet};
 use sigwatch::source::file;
 use sigwatch::source::loki::poll::Poller;
+use sigwatch::source::loki::tail::run_tail;
 use sigwatch::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
 use sigwatch::source::replay::Merged;
 use sigwatch::source::wall_ns;
@@ -124,6 +125,10 @@ struct SourceArgs {
     /// Extra CA certificate (PEM) to trust for Loki's TLS.
     #[arg(long, value_name = "FILE")]
     loki_ca_file: Option<PathBuf>,
+    /// Follow Loki's websocket tail instead of polling (lower latency; every
+    /// reconnect and dropped-entries report is backfilled from query_range).
+    #[arg(long)]
+    loki_tail: bool,
     /// Entries per query_range page (Loki's cap is 5000).
     #[arg(long, default_value_t = 1000)]
     loki_limit: u32,
@@ -408,15 +413,19 @@ fn start_loki(
         None => BTreeMap::new(),
     };
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let fresh = wall_ns() - cfg.since.as_nanos() as i64;
+    let fresh = wall_ns().saturating_sub(i64::try_from(cfg.since.as_nanos()).unwrap_or(i64::MAX));
     for q in &a.queries {
         if may_match_loki_itself(q) {
             tracing::warn!(query = %q, "This selector can match Loki's own logs, which record every query: sigwatch would read its own queries in a loop. Pin a label to your workload, e.g. {{namespace=\"livekit\"}}.");
         }
         let start = *cursors.entry(q.clone()).or_insert(fresh);
         tracing::info!(query = %q, start, resumed = start != fresh, "Loki query starting.");
-        let poller = Poller::new(cfg.clone(), q, start)?;
-        tokio::spawn(run_poller(poller, cfg.interval, tx.clone()));
+        if a.loki_tail {
+            tokio::spawn(run_tail(cfg.clone(), q.clone(), start, tx.clone()));
+        } else {
+            let poller = Poller::new(cfg.clone(), q, start)?;
+            tokio::spawn(run_poller(poller, cfg.interval, tx.clone()));
+        }
     }
     Ok((rx, cursors))
 }

@@ -30,6 +30,8 @@ struct Store {
     requests: usize,
     /// `start` of every query received.
     starts: Vec<i64>,
+    /// `start` of every tail connection.
+    tail_starts: Vec<i64>,
 }
 
 type Shared = Arc<Mutex<Store>>;
@@ -116,9 +118,93 @@ async fn query_range(
     axum::Json(serde_json::json!({"status": "success", "data": data})).into_response()
 }
 
+fn frame(entries: &[Stored]) -> String {
+    let mut streams: BTreeMap<String, (BTreeMap<String, String>, Vec<serde_json::Value>)> =
+        BTreeMap::new();
+    for (l, ts, line, _) in entries {
+        streams
+            .entry(format!("{l:?}"))
+            .or_insert_with(|| (l.clone(), Vec::new()))
+            .1
+            .push(serde_json::json!([ts.to_string(), line]));
+    }
+    let s: Vec<_> = streams
+        .into_values()
+        .map(|(l, v)| serde_json::json!({"stream": l, "values": v}))
+        .collect();
+    serde_json::json!({"streams": s}).to_string()
+}
+
+/// The tail: the first connection sends entries, a ping, a frame whose
+/// entry at ts 4 was dropped (reported, not sent), then Loki's routine 1011
+/// close; later connections send from their `start` and stay open.
+async fn tail(
+    ws: axum::extract::ws::WebSocketUpgrade,
+    axum::extract::State(st): axum::extract::State<Shared>,
+    axum::extract::Query(q): axum::extract::Query<BTreeMap<String, String>>,
+) -> axum::response::Response {
+    use axum::extract::ws::{CloseFrame, Message};
+    let start: i64 = q.get("start").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let conn = {
+        let mut s = st.lock().unwrap();
+        s.tail_starts.push(start);
+        if s.tail_starts.len() == 2 {
+            s.entries
+                .push((labels(&[("pod", "a")]), 6, "l6".into(), BTreeMap::new()));
+        }
+        s.tail_starts.len()
+    };
+    ws.on_upgrade(move |mut socket| async move {
+        let pick = |from: i64, to: i64| -> Vec<Stored> {
+            st.lock()
+                .unwrap()
+                .entries
+                .iter()
+                .filter(|e| e.1 >= from && e.1 <= to)
+                .cloned()
+                .collect()
+        };
+        if conn == 1 {
+            let _ = socket.send(Message::Text(frame(&pick(1, 3)).into())).await;
+            let _ = socket.send(Message::Ping(vec![1].into())).await;
+            // Ingest 4 and 5 only after the client's connect-time backfill
+            // ran, so only the dropped-entries backfill can deliver 4.
+            for _ in 0..200 {
+                if st.lock().unwrap().requests > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            {
+                let mut s = st.lock().unwrap();
+                s.entries
+                    .push((labels(&[("pod", "a")]), 4, "l4".into(), BTreeMap::new()));
+                s.entries
+                    .push((labels(&[("pod", "a")]), 5, "l5".into(), BTreeMap::new()));
+            }
+            let mut f: serde_json::Value = serde_json::from_str(&frame(&pick(5, 5))).unwrap();
+            f["dropped_entries"] =
+                serde_json::json!([{"labels": "l4 (Loki puts the line here)", "timestamp": "4"}]);
+            let _ = socket.send(Message::Text(f.to_string().into())).await;
+            let _ = socket
+                .send(Message::Close(Some(CloseFrame {
+                    code: 1011,
+                    reason: "reached tail max duration limit".into(),
+                })))
+                .await;
+        } else {
+            let _ = socket
+                .send(Message::Text(frame(&pick(start, i64::MAX)).into()))
+                .await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+    })
+}
+
 async fn start_loki(store: Shared) -> String {
     let app = axum::Router::new()
         .route("/loki/api/v1/query_range", axum::routing::get(query_range))
+        .route("/loki/api/v1/tail", axum::routing::get(tail))
         .with_state(store);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -542,5 +628,52 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         starts[before..].iter().all(|s| *s >= saved),
         "resumed at the checkpoint {saved}: {:?}",
         &starts[before..]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_reconnects_at_the_last_timestamp_and_backfills_drops_exactly_once() {
+    let store: Shared = Default::default();
+    for i in 1..=3 {
+        store.lock().unwrap().entries.push((
+            labels(&[("pod", "a")]),
+            i,
+            format!("l{i}"),
+            BTreeMap::new(),
+        ));
+    }
+    let url = start_loki(store.clone()).await;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let task = tokio::spawn(sigwatch::source::loki::tail::run_tail(
+        cfg(&url, 100),
+        "{pod=\"a\"}".into(),
+        1,
+        tx,
+    ));
+    let mut got: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < 6 {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(b)) => got.extend(b.entries.into_iter().map(|e| e.line)),
+            other => panic!("stopped after {got:?}: {other:?}"),
+        }
+    }
+    // Nothing more: the second connection re-sends 5 and 6, dedup drops them.
+    if let Ok(Some(b)) = tokio::time::timeout(Duration::from_millis(500), rx.recv()).await {
+        panic!("duplicates: {:?}", b.entries);
+    }
+    task.abort();
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        (1..=6).map(|i| format!("l{i}")).collect::<Vec<_>>(),
+        "{got:?}"
+    );
+    let starts = store.lock().unwrap().tail_starts.clone();
+    assert_eq!(starts.len(), 2, "reconnected once after the 1011 close");
+    assert_eq!(
+        starts[1], 5,
+        "the reconnect starts at the last timestamp seen"
     );
 }

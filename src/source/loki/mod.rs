@@ -9,6 +9,7 @@
 
 pub mod cursor;
 pub mod poll;
+pub mod tail;
 
 use serde::Deserialize;
 use std::time::Duration;
@@ -362,21 +363,21 @@ mod tests {
         assert_eq!(backoff(30), MAX_BACKOFF);
     }
 
-    fn shared(name: &str) -> String {
+    fn captured(name: &str) -> String {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/loki")
+            .join("fixtures/loki")
             .join(name);
         std::fs::read_to_string(p).unwrap()
     }
 
     #[test]
     fn real_bodies_parse_in_forward_order() {
-        let all = parse_streams(&shared("qr-forward-all.json")).unwrap();
+        let all = parse_streams(&captured("qr-forward-all.json")).unwrap();
         assert!(all.len() >= 10, "{}", all.len());
         assert!(all.windows(2).all(|w| w[0].ts <= w[1].ts));
-        let limited = parse_streams(&shared("qr-forward-limit5.json")).unwrap();
+        let limited = parse_streams(&captured("qr-forward-limit5.json")).unwrap();
         assert_eq!(limited.len(), 5);
-        let cat = parse_streams(&shared("qr-forward-categorized.json")).unwrap();
+        let cat = parse_streams(&captured("qr-forward-categorized.json")).unwrap();
         assert_eq!(cat.len(), all.len());
         // categorize-labels keeps stream labels to the indexed ones and moves
         // structured metadata to the row.

@@ -13,6 +13,11 @@ use super::{parse_streams, Auth, Entry, LokiConfig, LokiError, MAX_LIMIT};
 use lru::LruCache;
 use std::num::NonZeroUsize;
 
+/// A duration in nanoseconds, saturating instead of wrapping.
+fn ns(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
 /// Recent entry keys remembered for dedup (boundary and overlap).
 pub const DEDUP_KEYS: usize = 200_000;
 
@@ -139,13 +144,13 @@ impl Poller {
     /// order and advances the cursor. On error nothing is lost: the cursor
     /// stays where it was and the next poll retries from there.
     pub async fn poll(&mut self, now: i64) -> Result<Vec<Entry>, LokiError> {
-        let end = now - self.cfg.lag.as_nanos() as i64;
+        let end = now.saturating_sub(ns(self.cfg.lag));
         if end <= self.cursor {
             return Ok(Vec::new());
         }
-        let rescan = now - self.last_rescan >= self.cfg.rescan_every.as_nanos() as i64;
+        let rescan = now.saturating_sub(self.last_rescan) >= ns(self.cfg.rescan_every);
         let mut start = if rescan {
-            self.cursor - self.cfg.overlap.as_nanos() as i64
+            self.cursor - ns(self.cfg.overlap)
         } else {
             self.cursor
         };
