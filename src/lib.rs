@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod alert;
+pub mod config;
 pub mod decode;
 pub mod detect;
 pub mod matcher;

@@ -129,18 +129,21 @@ struct SourceArgs {
     /// reconnect and dropped-entries report is backfilled from query_range).
     #[arg(long)]
     loki_tail: bool,
-    /// Entries per query_range page (Loki's cap is 5000).
-    #[arg(long, default_value_t = 1000)]
-    loki_limit: u32,
-    /// Query up to now minus this, so lines still being shipped are not skipped.
-    #[arg(long, default_value = "10s", value_parser = parse_dur)]
-    loki_lag: Dur,
-    /// Polling period.
-    #[arg(long, default_value = "2s", value_parser = parse_dur)]
-    loki_interval: Dur,
-    /// Where a fresh start (no checkpoint) begins, back from now.
-    #[arg(long, default_value = "15m", value_parser = parse_dur)]
-    since: Dur,
+    /// Entries per query_range page (Loki's cap is 5000) [default: 1000].
+    #[arg(long)]
+    loki_limit: Option<u32>,
+    /// Query up to now minus this, so lines still being shipped are not skipped [default: 10s].
+    #[arg(long, value_parser = parse_dur)]
+    loki_lag: Option<Dur>,
+    /// Polling period [default: 2s].
+    #[arg(long, value_parser = parse_dur)]
+    loki_interval: Option<Dur>,
+    /// Where a fresh start (no checkpoint) begins, back from now [default: 15m].
+    #[arg(long, value_parser = parse_dur)]
+    since: Option<Dur>,
+    /// Configuration file (sigwatch.yaml); command-line flags override it.
+    #[arg(long, value_name = "FILE", env = "SIGWATCH_CONFIG")]
+    config: Option<PathBuf>,
     /// Directory for checkpoints (Loki cursors, file offsets) that survive restarts.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -163,10 +166,13 @@ fn loki_config(a: &SourceArgs, url: &str) -> Result<LokiConfig> {
     let mut c = LokiConfig::new(url);
     c.tenant = a.loki_tenant.clone();
     c.ca_file = a.loki_ca_file.clone();
-    c.limit = a.loki_limit;
-    c.lag = Duration::from_nanos(a.loki_lag.ns().max(0) as u64);
-    c.interval = Duration::from_nanos(a.loki_interval.ns().max(1) as u64);
-    c.since = Duration::from_nanos(a.since.ns().max(0) as u64);
+    let d = |v: Option<Dur>, default: Dur| {
+        Duration::from_nanos(v.unwrap_or(default).ns().max(1) as u64)
+    };
+    c.limit = a.loki_limit.unwrap_or(1000);
+    c.lag = d(a.loki_lag, Dur::secs(10));
+    c.interval = d(a.loki_interval, Dur::secs(2));
+    c.since = d(a.since, Dur::secs(900));
     if let Some(token) = read_secret("SIGWATCH_LOKI_TOKEN", &a.loki_token_file)? {
         c.auth = Auth::Bearer(token);
     } else if let Some(user) = &a.loki_user {
@@ -437,7 +443,41 @@ enum Input {
     Files(file::FileBatch),
 }
 
-async fn run(p: PipelineArgs, a: SourceArgs) -> Result<()> {
+/// Fills what the command line left unset from the configuration file.
+fn apply_config(a: &mut SourceArgs) -> Result<()> {
+    let Some(path) = a.config.clone() else {
+        return Ok(());
+    };
+    let c = sigwatch::config::load(&path)?;
+    if a.state_dir.is_none() {
+        a.state_dir = c.state_dir;
+    }
+    if a.files.is_empty() {
+        a.files = c.files;
+    }
+    if let Some(l) = c.loki {
+        if a.loki.is_none() {
+            a.loki = Some(l.url);
+        }
+        if a.queries.is_empty() {
+            a.queries = l.queries;
+        }
+        a.loki_tenant = a.loki_tenant.take().or(l.tenant);
+        a.loki_user = a.loki_user.take().or(l.user);
+        a.loki_password_file = a.loki_password_file.take().or(l.password_file);
+        a.loki_token_file = a.loki_token_file.take().or(l.token_file);
+        a.loki_ca_file = a.loki_ca_file.take().or(l.ca_file);
+        a.loki_tail = a.loki_tail || l.tail;
+        a.loki_limit = a.loki_limit.or(l.limit);
+        a.loki_lag = a.loki_lag.or(l.lag);
+        a.loki_interval = a.loki_interval.or(l.interval);
+        a.since = a.since.or(l.since);
+    }
+    Ok(())
+}
+
+async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
+    apply_config(&mut a)?;
     let engine = build_engine(&p, true)?;
     let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);

@@ -345,3 +345,26 @@ fn run_follows_kubelet_log_files_and_resumes_from_offsets_after_kill_9() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn a_bad_config_file_is_a_located_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("sigwatch.yaml");
+    std::fs::write(
+        &p,
+        "loki:\n  url: http://127.0.0.1:9\n  queries: ['{a=\"b\"}']\n  pasword_file: /x\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&p)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sigwatch.yaml:4:") && err.contains("pasword_file"),
+        "{err}"
+    );
+}
