@@ -352,20 +352,7 @@ fn json_value(b: &[u8], e: usize) -> Option<Span> {
     match b.get(j)? {
         b'"' => {
             let start = j + 1;
-            let mut k = start;
-            let mut escaped = false;
-            while k < b.len() {
-                match b[k] {
-                    b'\\' => {
-                        escaped = true;
-                        k += 2;
-                        continue;
-                    }
-                    b'"' => break,
-                    _ => k += 1,
-                }
-            }
-            let end = k.min(b.len());
+            let (end, escaped) = super::payload::quoted_end(b, start);
             Some(Span {
                 start: start as u32,
                 end: end as u32,
@@ -437,20 +424,7 @@ fn logfmt_value(b: &[u8], e: usize) -> Option<Span> {
         }
         Some(b'"') => {
             let start = e + 1;
-            let mut k = start;
-            let mut escaped = false;
-            while k < b.len() {
-                match b[k] {
-                    b'\\' => {
-                        escaped = true;
-                        k += 2;
-                        continue;
-                    }
-                    b'"' => break,
-                    _ => k += 1,
-                }
-            }
-            let end = k.min(b.len());
+            let (end, escaped) = super::payload::quoted_end(b, start);
             Some(Span {
                 start: start as u32,
                 end: end as u32,

@@ -687,23 +687,29 @@ fn quick_object<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     None
 }
 
+/// Scans a quoted string body starting at `start` (just after the opening
+/// quote): returns the index of the closing quote (or the end) and whether
+/// backslash escapes occur.
+pub fn quoted_end(b: &[u8], start: usize) -> (usize, bool) {
+    let mut k = start;
+    let mut escaped = false;
+    while k < b.len() {
+        match b[k] {
+            b'\\' => {
+                escaped = true;
+                k += 2;
+            }
+            b'"' => break,
+            _ => k += 1,
+        }
+    }
+    (k.min(b.len()), escaped)
+}
+
 fn json_scalar_at(text: &str, j: usize) -> Option<Cow<'_, str>> {
     let rest = text.get(j..)?;
     if let Some(body) = rest.strip_prefix('"') {
-        let bytes = body.as_bytes();
-        let mut k = 0;
-        let mut escaped = false;
-        while k < bytes.len() {
-            match bytes[k] {
-                b'\\' => {
-                    escaped = true;
-                    k += 2;
-                    continue;
-                }
-                b'"' => break,
-                _ => k += 1,
-            }
-        }
+        let (k, escaped) = quoted_end(body.as_bytes(), 0);
         let raw = body.get(..k.min(body.len()))?;
         if !escaped {
             return Some(Cow::Borrowed(raw));

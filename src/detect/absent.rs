@@ -50,23 +50,14 @@ impl Detector for Absent {
                 continue;
             };
             let active = now - g.last >= self.for_;
-            let was = g.since.is_some();
-            let since = if active {
-                *g.since.get_or_insert(g.last + self.for_)
-            } else {
-                g.last
-            };
-            if active || was {
-                out.push(Status {
-                    key,
-                    active,
-                    support: if active { now } else { g.last },
-                    since,
-                });
-            }
-            if !active {
-                g.since = None;
-            }
+            super::report(
+                out,
+                &key,
+                active,
+                if active { now } else { g.last },
+                g.last + self.for_,
+                &mut g.since,
+            );
         }
     }
 

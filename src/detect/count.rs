@@ -59,23 +59,7 @@ impl Detector for Count {
             };
             let n = g.win.count(now);
             let active = n >= self.threshold;
-            let was = g.since.is_some();
-            let since = if active {
-                *g.since.get_or_insert(g.last)
-            } else {
-                g.last
-            };
-            if active || was {
-                out.push(Status {
-                    key: key.clone(),
-                    active,
-                    support: g.last,
-                    since,
-                });
-            }
-            if !active {
-                g.since = None;
-            }
+            super::report(out, &key, active, g.last, g.last, &mut g.since);
             if n == 0 {
                 dead.push(key);
             }

@@ -182,6 +182,36 @@ impl<T> Groups<T> {
     }
 }
 
+/// Reports one key's condition: active keys every time, an inactive key once
+/// (its transition). `since` holds when the condition last became true; it
+/// is set to `became` on the transition to active and cleared when it ends.
+pub fn report(
+    out: &mut Vec<Status>,
+    key: &str,
+    active: bool,
+    support: i64,
+    became: i64,
+    since: &mut Option<i64>,
+) {
+    let was = since.is_some();
+    let s = if active {
+        *since.get_or_insert(became)
+    } else {
+        support
+    };
+    if active || was {
+        out.push(Status {
+            key: key.to_string(),
+            active,
+            support,
+            since: s,
+        });
+    }
+    if !active {
+        *since = None;
+    }
+}
+
 /// Adds a sample line, truncated, if fewer than [`MAX_SAMPLES`] are kept.
 pub fn push_sample(samples: &mut Vec<String>, line: &str) {
     if samples.len() >= MAX_SAMPLES {

@@ -68,23 +68,7 @@ impl Detector for Persist {
             };
             let broken = now - g.last > self.max_gap;
             let active = !broken && g.last - g.start >= self.for_;
-            let was = g.since.is_some();
-            let since = if active {
-                *g.since.get_or_insert(g.last)
-            } else {
-                g.last
-            };
-            if active || was {
-                out.push(Status {
-                    key: key.clone(),
-                    active,
-                    support: g.last,
-                    since,
-                });
-            }
-            if !active {
-                g.since = None;
-            }
+            super::report(out, &key, active, g.last, g.last, &mut g.since);
             if broken {
                 dead.push(key);
             }

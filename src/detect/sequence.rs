@@ -77,23 +77,7 @@ impl Detector for Sequence {
             };
             let active = g.last_done.is_some_and(|d| now - d < self.within);
             let support = g.last_done.unwrap_or(now);
-            let was = g.since.is_some();
-            let since = if active {
-                *g.since.get_or_insert(support)
-            } else {
-                support
-            };
-            if active || was {
-                out.push(Status {
-                    key: key.clone(),
-                    active,
-                    support,
-                    since,
-                });
-            }
-            if !active {
-                g.since = None;
-            }
+            super::report(out, &key, active, support, support, &mut g.since);
             let stale_a = g.last_a.as_ref().is_none_or(|(a, _)| now - a > self.within);
             if !active && stale_a {
                 dead.push(key);

@@ -144,23 +144,7 @@ impl Detector for Spread {
                 matching >= self.min_groups && alive > 0 && matching as f64 / alive as f64 >= f
             });
             let active = by_count || by_fraction;
-            let was = p.since.is_some();
-            let since = if active {
-                *p.since.get_or_insert(p.last)
-            } else {
-                p.last
-            };
-            if active || was {
-                out.push(Status {
-                    key: name.clone(),
-                    active,
-                    support: p.last,
-                    since,
-                });
-            }
-            if !active {
-                p.since = None;
-            }
+            super::report(out, name, active, p.last, p.last, &mut p.since);
             if !active && matching == 0 {
                 p.samples.clear();
                 p.sample_groups.clear();
