@@ -4,6 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use sigwatch::alert::Notification;
 use sigwatch::decode::Source;
+use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
 use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
@@ -74,6 +75,13 @@ struct PipelineArgs {
         hide_env_values = true
     )]
     webhook: Option<String>,
+    /// Also send alerts to this Alertmanager (v2 API), e.g. http://alertmanager:9093.
+    /// Repeat for every instance of an Alertmanager cluster: each gets every alert.
+    #[arg(long, value_name = "URL")]
+    alertmanager: Vec<String>,
+    /// This sigwatch's own URL, used as the alerts' generatorURL.
+    #[arg(long, value_name = "URL")]
+    external_url: Option<String>,
     /// Do not print notifications on stdout (useful with --webhook).
     #[arg(long)]
     no_stdout: bool,
@@ -322,10 +330,22 @@ fn check(a: &CheckArgs) -> ExitCode {
     }
 }
 
-fn receivers(p: &PipelineArgs) -> Result<Vec<Arc<dyn Receiver>>> {
+/// The receivers, and the Alertmanager receiver (if any) whose re-send task
+/// `run` starts.
+type Receivers = (Vec<Arc<dyn Receiver>>, Option<Arc<Alertmanager>>);
+
+fn receivers(p: &PipelineArgs) -> Result<Receivers> {
     let mut v: Vec<Arc<dyn Receiver>> = Vec::new();
     if !p.no_stdout {
         v.push(Arc::new(Stdout));
+    }
+    let mut am = None;
+    if !p.alertmanager.is_empty() {
+        let mut cfg = AlertmanagerConfig::new(&p.alertmanager);
+        cfg.generator_url = p.external_url.clone();
+        let r = Arc::new(Alertmanager::new(cfg)?);
+        v.push(r.clone());
+        am = Some(r);
     }
     if let Some(url) = &p.webhook {
         let mut cfg = WebhookConfig::new(url);
@@ -333,9 +353,11 @@ fn receivers(p: &PipelineArgs) -> Result<Vec<Arc<dyn Receiver>>> {
         v.push(Arc::new(Webhook::new(cfg)?));
     }
     if v.is_empty() {
-        bail!("--no-stdout without --webhook leaves nowhere to send notifications");
+        bail!(
+            "--no-stdout without --webhook or --alertmanager leaves nowhere to send notifications"
+        );
     }
-    Ok(v)
+    Ok((v, am))
 }
 
 fn build_engine(p: &PipelineArgs, live: bool) -> Result<Engine> {
@@ -385,7 +407,8 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
 
 async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     let mut engine = build_engine(&p, false)?;
-    let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, true);
+    let (rx, _) = receivers(&p)?;
+    let d = Dispatcher::new(rx, DEFAULT_QUEUE, true);
     let mut out = Vec::new();
     let mut inputs = Merged::open(&files)?;
     while let Some((source, line)) = inputs.next_line()? {
@@ -479,7 +502,10 @@ fn apply_config(a: &mut SourceArgs) -> Result<()> {
 async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
     apply_config(&mut a)?;
     let engine = build_engine(&p, true)?;
-    let d = Dispatcher::new(receivers(&p)?, DEFAULT_QUEUE, false);
+    let (rs, am) = receivers(&p)?;
+    let d = Dispatcher::new(rs, DEFAULT_QUEUE, false);
+    // Alertmanager forgets alerts not re-sent: keep them alive.
+    let _resender = am.as_ref().map(|a| a.spawn_resender());
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     let mut cursors = BTreeMap::new();
     // Each source feeds the one loop through a bounded channel.

@@ -7,6 +7,7 @@
 //! and deterministic. The full delivery engine (spool, rate limit, routing)
 //! plugs in behind [`Receiver`].
 
+pub mod alertmanager;
 pub mod stdout;
 pub mod webhook;
 

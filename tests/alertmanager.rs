@@ -1,0 +1,309 @@
+//! The Alertmanager receiver against a real Alertmanager (Debian's
+//! `prometheus-alertmanager` 0.25, installed by `.ci/run`), started here on
+//! 127.0.0.1 with its own config and storage, clustering off, and a webhook
+//! to an in-test receiver: what sigwatch posts must show up in
+//! `GET /api/v2/alerts` with the right labels, resolve, be delivered by
+//! Alertmanager's own webhook, and two replicas must make one alert.
+
+use sigwatch::alert::{AlertState, Notification, TopGroup};
+use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
+use sigwatch::notify::Receiver;
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn binary() -> String {
+    let b = std::env::var("SIGWATCH_TEST_ALERTMANAGER")
+        .unwrap_or_else(|_| "/usr/bin/prometheus-alertmanager".into());
+    assert!(
+        std::path::Path::new(&b).exists(),
+        "{b} not found: install it with `apt-get install -y prometheus-alertmanager` (bash .ci/run does)"
+    );
+    b
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Am {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Am {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_alertmanager(hook: &str) -> Am {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("alertmanager.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  resolve_timeout: 5m\nroute:\n  receiver: test\n  group_by: ['alertname']\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: test\n    webhook_configs:\n      - url: {hook}\n        send_resolved: true\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut child = Command::new(binary())
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!(
+            "--storage.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        if client
+            .get(format!("{url}/-/ready"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Am {
+                child,
+                url,
+                _dir: dir,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("Alertmanager did not become ready on {url}");
+}
+
+async fn start_hook() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::Json<serde_json::Value>| {
+            let g = g.clone();
+            async move {
+                g.lock().unwrap().push(body.0);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    (format!("http://{addr}/hook"), got)
+}
+
+fn notification(state: AlertState) -> Notification {
+    let mut labels = BTreeMap::new();
+    labels.insert("alertname".to_string(), "egress.black_hole".to_string());
+    labels.insert("severity".to_string(), "critical".to_string());
+    labels.insert("group".to_string(), "NE_2rANN76DeYtZ".to_string());
+    labels.insert("k8s.ns".to_string(), "media".to_string());
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "summary".to_string(),
+        "NE_2rANN76DeYtZ takes 96% of egress failures".to_string(),
+    );
+    let now = sigwatch::source::wall_ns();
+    Notification {
+        state,
+        rule: "egress.black_hole".into(),
+        title: "One egress node takes most of the failed recordings".into(),
+        severity: "critical".into(),
+        group: "NE_2rANN76DeYtZ".into(),
+        labels,
+        annotations,
+        starts_at: sigwatch::decode::time::format_rfc3339(now - 60_000_000_000),
+        ends_at: (state == AlertState::Resolved)
+            .then(|| sigwatch::decode::time::format_rfc3339(now - 1_000_000_000)),
+        count: 48,
+        first_seen: None,
+        last_seen: None,
+        top_groups: vec![TopGroup {
+            group: "NE_2rANN76DeYtZ".into(),
+            count: 48,
+        }],
+        share: Some(0.96),
+        samples: vec!["{\"msg\":\"egress_failed\"}".into()],
+        fingerprint: sigwatch::alert::fingerprint("egress.black_hole", "NE_2rANN76DeYtZ"),
+        repeat: false,
+    }
+}
+
+async fn active_alerts(url: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = reqwest::get(format!("{url}/api/v2/alerts?active=true"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v.as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firing_then_resolved_through_a_real_alertmanager() {
+    let (hook, delivered) = start_hook().await;
+    let am = start_alertmanager(&hook).await;
+    let r = Alertmanager::new(AlertmanagerConfig::new(std::slice::from_ref(&am.url))).unwrap();
+    r.send(&notification(AlertState::Firing)).await.unwrap();
+    let alerts = active_alerts(&am.url).await;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    let labels = &alerts[0]["labels"];
+    assert_eq!(labels["alertname"], "egress.black_hole");
+    assert_eq!(labels["group"], "NE_2rANN76DeYtZ");
+    assert_eq!(
+        labels["k8s_ns"], "media",
+        "label name sanitised, not rejected"
+    );
+    assert!(
+        labels.get("count").is_none(),
+        "counts are annotations, never identity"
+    );
+    assert_eq!(alerts[0]["annotations"]["count"], "48");
+    // Alertmanager's own webhook delivers it.
+    let mut firing_seen = false;
+    for _ in 0..100 {
+        if delivered
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p["status"] == "firing")
+        {
+            firing_seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(firing_seen, "Alertmanager notified the firing alert");
+    // Resolve: endsAt in the past.
+    r.send(&notification(AlertState::Resolved)).await.unwrap();
+    assert!(
+        active_alerts(&am.url).await.is_empty(),
+        "resolved alerts are not active"
+    );
+    let mut resolved_seen = false;
+    for _ in 0..100 {
+        if delivered
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p["status"] == "resolved")
+        {
+            resolved_seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(resolved_seen, "Alertmanager notified the resolve");
+    // Retention: the resolve keeps being re-sent.
+    assert_eq!(r.resend(sigwatch::source::wall_ns()).await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_make_one_alert_and_firing_alerts_are_resent() {
+    let (hook, _) = start_hook().await;
+    let am = start_alertmanager(&hook).await;
+    let mut cfg = AlertmanagerConfig::new(std::slice::from_ref(&am.url));
+    cfg.resend_interval = Duration::from_secs(1);
+    let a = Alertmanager::new(cfg.clone()).unwrap();
+    let b = Alertmanager::new(cfg).unwrap();
+    let n = notification(AlertState::Firing);
+    a.send(&n).await.unwrap();
+    b.send(&n).await.unwrap();
+    let alerts = active_alerts(&am.url).await;
+    assert_eq!(
+        alerts.len(),
+        1,
+        "identical labels from two replicas are one alert: {alerts:?}"
+    );
+    let ends_before = alerts[0]["endsAt"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(a.resend(sigwatch::source::wall_ns()).await.unwrap(), 1);
+    let after = active_alerts(&am.url).await;
+    assert_eq!(after.len(), 1);
+    assert!(
+        after[0]["endsAt"].as_str().unwrap() > ends_before.as_str(),
+        "re-send pushes endsAt ahead"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_instance_does_not_block_the_others() {
+    let (hook, _) = start_hook().await;
+    let am = start_alertmanager(&hook).await;
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let mut cfg = AlertmanagerConfig::new(&[dead, am.url.clone()]);
+    cfg.retries = 1;
+    cfg.timeout = Duration::from_secs(1);
+    let r = Alertmanager::new(cfg).unwrap();
+    r.send(&notification(AlertState::Firing)).await.unwrap();
+    assert_eq!(active_alerts(&am.url).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_pages_through_alertmanager() {
+    let (hook, _) = start_hook().await;
+    let am = start_alertmanager(&hook).await;
+    let fixture = format!(
+        "{}/fixtures/egress-black-hole.log",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+            .args([
+                "replay",
+                "--log-level",
+                "warn",
+                "--no-stdout",
+                "--alertmanager",
+                &am.url,
+                &fixture,
+            ])
+            .output(),
+    )
+    .await
+    .expect("replay finished")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got: Vec<String> = active_alerts(&am.url)
+        .await
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {}",
+                a["labels"]["alertname"].as_str().unwrap(),
+                a["labels"]["group"].as_str().unwrap()
+            )
+        })
+        .collect();
+    got.sort();
+    let expected: Vec<String> = std::fs::read_to_string(format!(
+        "{}/fixtures/egress-black-hole.expected",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    .lines()
+    .map(|l| l.trim_start_matches("firing ").to_string())
+    .collect();
+    assert_eq!(got, expected);
+}
