@@ -291,6 +291,13 @@ impl Receiver for Alertmanager {
         &self.name
     }
 
+    fn lane(&self) -> super::LaneConfig {
+        super::LaneConfig {
+            rate: Some((50.0, 100)),
+            ..super::LaneConfig::default()
+        }
+    }
+
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
         Box::pin(async move {
             let now = crate::source::wall_ns();

@@ -17,7 +17,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// Default capacity of each receiver's queue.
@@ -68,6 +67,10 @@ pub trait Receiver: Send + Sync {
     fn name(&self) -> &str;
     /// Delivers one notification, retrying as the receiver sees fit.
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>>;
+    /// The lane settings that suit this kind of receiver (rate limit).
+    fn lane(&self) -> LaneConfig {
+        LaneConfig::default()
+    }
 }
 
 /// Delivery counters of one receiver.
@@ -75,28 +78,174 @@ pub trait Receiver: Send + Sync {
 pub struct DeliveryStats {
     /// Delivered.
     pub sent: AtomicU64,
-    /// Given up on.
+    /// Rejected for good (4xx other than 408/429, local errors).
     pub failed: AtomicU64,
-    /// Dropped because the queue was full.
+    /// Dropped: queue full (oldest dropped) or left at shutdown.
     pub dropped: AtomicU64,
+    /// Undelivered notifications replaced by a newer state of the same alert.
+    pub replaced: AtomicU64,
+    /// Transient failures retried.
+    pub retries: AtomicU64,
+}
+
+/// How a receiver's lane delivers.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneConfig {
+    /// Queue capacity (distinct alerts waiting).
+    pub queue: usize,
+    /// Token bucket: (notifications per second, burst); None = unlimited.
+    pub rate: Option<(f64, u32)>,
+    /// Longest wait between retries of a failing receiver.
+    pub max_backoff: Duration,
+}
+
+impl Default for LaneConfig {
+    fn default() -> Self {
+        LaneConfig {
+            queue: DEFAULT_QUEUE,
+            rate: None,
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A token bucket: at most `burst + rate × T` sends in any interval T.
+#[derive(Debug)]
+pub struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: tokio::time::Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(rate: f64, burst: u32) -> TokenBucket {
+        let burst = f64::from(burst.max(1));
+        TokenBucket {
+            rate: rate.max(1e-6),
+            burst,
+            tokens: burst,
+            last: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Waits for a token and takes it.
+    pub async fn take(&mut self) {
+        loop {
+            let now = tokio::time::Instant::now();
+            self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate)
+                .min(self.burst);
+            self.last = now;
+            if self.tokens >= 1.0 {
+                self.tokens -= 1.0;
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs_f64((1.0 - self.tokens) / self.rate)).await;
+        }
+    }
+}
+
+#[derive(Default)]
+struct LaneQueue {
+    order: std::collections::VecDeque<String>,
+    items: std::collections::HashMap<String, Arc<Notification>>,
+    closed: bool,
+}
+
+struct LaneShared {
+    q: std::sync::Mutex<LaneQueue>,
+    wake: tokio::sync::Notify,
+    space: tokio::sync::Notify,
+    stats: DeliveryStats,
 }
 
 struct Lane {
     name: String,
-    tx: mpsc::Sender<Arc<Notification>>,
-    stats: Arc<DeliveryStats>,
+    cfg: LaneConfig,
+    shared: Arc<LaneShared>,
     task: JoinHandle<()>,
 }
 
-/// Fans notifications out to receivers through bounded queues.
+/// Fans notifications out to receivers, each through its own lane.
 pub struct Dispatcher {
     lanes: Vec<Lane>,
     wait_when_full: bool,
 }
 
+fn is_transient(e: &NotifyError) -> bool {
+    matches!(e, NotifyError::Exhausted { .. })
+}
+
+async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneConfig) {
+    let mut bucket = cfg.rate.map(|(rate, burst)| TokenBucket::new(rate, burst));
+    let mut failures: u32 = 0;
+    loop {
+        let notified = shared.wake.notified();
+        let head = {
+            let Ok(q) = shared.q.lock() else { return };
+            match q
+                .order
+                .front()
+                .and_then(|fp| q.items.get(fp).map(|n| (fp.clone(), n.clone())))
+            {
+                Some(h) => Some(h),
+                None if q.closed => return,
+                None => None,
+            }
+        };
+        let Some((fp, n)) = head else {
+            notified.await;
+            continue;
+        };
+        if let Some(b) = bucket.as_mut() {
+            b.take().await;
+        }
+        let result = r.send(&n).await;
+        let remove = match &result {
+            Ok(()) => {
+                shared.stats.sent.fetch_add(1, Ordering::Relaxed);
+                failures = 0;
+                true
+            }
+            Err(e) if is_transient(e) => {
+                shared.stats.retries.fetch_add(1, Ordering::Relaxed);
+                failures = failures.saturating_add(1);
+                if failures == 1 || failures.is_power_of_two() {
+                    tracing::warn!(receiver = r.name(), error = %e, failures, "Receiver failing; retrying with backoff, nothing dropped.");
+                }
+                false
+            }
+            Err(e) => {
+                shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(receiver = r.name(), error = %e, rule = %n.rule, group = %n.group, state = ?n.state, "Notification rejected; dropped.");
+                true
+            }
+        };
+        if remove {
+            if let Ok(mut q) = shared.q.lock() {
+                // Remove only what was sent: a newer state that replaced it
+                // while sending stays queued.
+                if q.items.get(&fp).is_some_and(|cur| Arc::ptr_eq(cur, &n)) {
+                    q.items.remove(&fp);
+                    q.order.retain(|f| f != &fp);
+                }
+            }
+            shared.space.notify_waiters();
+        } else {
+            let base = Duration::from_millis(500)
+                .saturating_mul(1u32 << failures.min(8).saturating_sub(1));
+            let jitter = base.mul_f64((crate::source::wall_ns() % 1000) as f64 / 4000.0);
+            tokio::time::sleep((base + jitter).min(cfg.max_backoff)).await;
+        }
+    }
+}
+
 impl Dispatcher {
-    /// Starts one task per receiver. With `wait_when_full`, [`Dispatcher::dispatch`]
-    /// waits for room (replay); otherwise it drops and counts (live).
+    /// Starts one lane per receiver with its kind's settings
+    /// ([`Receiver::lane`]) and this queue capacity. With
+    /// `wait_when_full`, [`Dispatcher::dispatch`] waits for room (replay);
+    /// otherwise a full queue drops its oldest notification (live).
     pub fn new(
         receivers: Vec<Arc<dyn Receiver>>,
         queue: usize,
@@ -105,24 +254,35 @@ impl Dispatcher {
         let lanes = receivers
             .into_iter()
             .map(|r| {
-                let (tx, mut rx) = mpsc::channel::<Arc<Notification>>(queue.max(1));
-                let stats = Arc::new(DeliveryStats::default());
-                let st = stats.clone();
-                let name = r.name().to_string();
-                let task = tokio::spawn(async move {
-                    while let Some(n) = rx.recv().await {
-                        match r.send(&n).await {
-                            Ok(()) => {
-                                st.sent.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(e) => {
-                                st.failed.fetch_add(1, Ordering::Relaxed);
-                                tracing::error!(error = %e, rule = %n.rule, group = %n.group, state = ?n.state, "Notification not delivered.");
-                            }
-                        }
-                    }
+                let cfg = LaneConfig { queue, ..r.lane() };
+                (r, cfg)
+            })
+            .collect();
+        Dispatcher::with_lanes(lanes, wait_when_full)
+    }
+
+    /// Starts one lane per (receiver, settings).
+    pub fn with_lanes(
+        receivers: Vec<(Arc<dyn Receiver>, LaneConfig)>,
+        wait_when_full: bool,
+    ) -> Dispatcher {
+        let lanes = receivers
+            .into_iter()
+            .map(|(r, cfg)| {
+                let shared = Arc::new(LaneShared {
+                    q: std::sync::Mutex::new(LaneQueue::default()),
+                    wake: tokio::sync::Notify::new(),
+                    space: tokio::sync::Notify::new(),
+                    stats: DeliveryStats::default(),
                 });
-                Lane { name, tx, stats, task }
+                let name = r.name().to_string();
+                let task = tokio::spawn(lane_worker(r, shared.clone(), cfg));
+                Lane {
+                    name,
+                    cfg,
+                    shared,
+                    task,
+                }
             })
             .collect();
         Dispatcher {
@@ -135,18 +295,38 @@ impl Dispatcher {
     pub async fn dispatch(&self, n: Notification) {
         let n = Arc::new(n);
         for lane in &self.lanes {
-            if self.wait_when_full {
-                if lane.tx.send(n.clone()).await.is_err() {
-                    lane.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            loop {
+                let space = lane.shared.space.notified();
+                {
+                    let Ok(mut q) = lane.shared.q.lock() else {
+                        break;
+                    };
+                    if let Some(slot) = q.items.get_mut(&n.fingerprint) {
+                        // A newer state replaces the undelivered older one, in place.
+                        *slot = n.clone();
+                        lane.shared.stats.replaced.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    if q.order.len() < lane.cfg.queue.max(1) {
+                        q.order.push_back(n.fingerprint.clone());
+                        q.items.insert(n.fingerprint.clone(), n.clone());
+                        break;
+                    }
+                    if !self.wait_when_full {
+                        if let Some(old) = q.order.pop_front() {
+                            if let Some(o) = q.items.remove(&old) {
+                                tracing::warn!(receiver = %lane.name, rule = %o.rule, group = %o.group, reason = "queue full", "Oldest undelivered notification dropped.");
+                            }
+                            lane.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                        q.order.push_back(n.fingerprint.clone());
+                        q.items.insert(n.fingerprint.clone(), n.clone());
+                        break;
+                    }
                 }
-            } else if let Err(e) = lane.tx.try_send(n.clone()) {
-                lane.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                let reason = match e {
-                    mpsc::error::TrySendError::Full(_) => "queue full",
-                    mpsc::error::TrySendError::Closed(_) => "receiver stopped",
-                };
-                tracing::warn!(receiver = %lane.name, rule = %n.rule, group = %n.group, reason, "Notification dropped.");
+                space.await;
             }
+            lane.shared.wake.notify_one();
         }
     }
 
@@ -155,7 +335,7 @@ impl Dispatcher {
         self.lanes
             .iter()
             .map(|l| {
-                let s = &l.stats;
+                let s = &l.shared.stats;
                 (
                     l.name.clone(),
                     s.sent.load(Ordering::Relaxed),
@@ -166,20 +346,28 @@ impl Dispatcher {
             .collect()
     }
 
-    /// Closes the queues and waits up to `timeout` for them to drain. Returns
-    /// the names of receivers that did not finish in time.
+    /// Closes the queues and waits up to `timeout` for them to drain. What is
+    /// left is counted as dropped and logged; returns the receivers that did
+    /// not finish in time.
     pub async fn shutdown(self, timeout: Duration) -> Vec<String> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut unfinished = Vec::new();
-        let mut tasks = Vec::new();
-        for lane in self.lanes {
-            drop(lane.tx);
-            tasks.push((lane.name, lane.task));
+        for lane in &self.lanes {
+            if let Ok(mut q) = lane.shared.q.lock() {
+                q.closed = true;
+            }
+            lane.shared.wake.notify_one();
         }
-        for (name, mut task) in tasks {
-            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
-                task.abort();
-                unfinished.push(name);
+        let mut unfinished = Vec::new();
+        for mut lane in self.lanes {
+            if tokio::time::timeout_at(deadline, &mut lane.task)
+                .await
+                .is_err()
+            {
+                lane.task.abort();
+                let left = lane.shared.q.lock().map(|q| q.order.len()).unwrap_or(0) as u64;
+                lane.shared.stats.dropped.fetch_add(left, Ordering::Relaxed);
+                tracing::warn!(receiver = %lane.name, left, "Shutdown timeout: undelivered notifications dropped.");
+                unfinished.push(lane.name);
             }
         }
         unfinished
@@ -210,9 +398,134 @@ mod tests {
             top_groups: vec![],
             share: None,
             samples: vec![],
-            fingerprint: String::new(),
+            fingerprint: format!("fp{i}"),
             repeat: false,
         }
+    }
+
+    /// Records what it got; fails transiently while `down` is set; blocks
+    /// while `gate` is closed.
+    struct Probe {
+        got: Mutex<Vec<(String, AlertState, std::time::Instant)>>,
+        down: std::sync::atomic::AtomicBool,
+        gate: tokio::sync::Semaphore,
+    }
+    impl Probe {
+        fn new(open: bool) -> Arc<Probe> {
+            Arc::new(Probe {
+                got: Mutex::new(vec![]),
+                down: false.into(),
+                gate: tokio::sync::Semaphore::new(if open { 1_000_000 } else { 0 }),
+            })
+        }
+    }
+    impl Receiver for Probe {
+        fn name(&self) -> &str {
+            "probe"
+        }
+        fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
+            Box::pin(async move {
+                let _permit = self
+                    .gate
+                    .acquire()
+                    .await
+                    .map_err(|_| NotifyError::Config("closed".into()))?;
+                if self.down.load(Ordering::SeqCst) {
+                    return Err(NotifyError::Exhausted {
+                        receiver: "probe".into(),
+                        attempts: 1,
+                        reason: "HTTP 503".into(),
+                    });
+                }
+                self.got.lock().unwrap().push((
+                    n.fingerprint.clone(),
+                    n.state,
+                    std::time::Instant::now(),
+                ));
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_newer_state_replaces_an_undelivered_one() {
+        let p = Probe::new(false);
+        let d = Dispatcher::new(vec![p.clone()], 16, false);
+        d.dispatch(note(0)).await; // in flight, blocked by the gate
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        d.dispatch(note(1)).await;
+        let mut resolved = note(1);
+        resolved.state = AlertState::Resolved;
+        d.dispatch(resolved).await; // replaces fp1 firing before it was sent
+        d.dispatch(note(2)).await;
+        p.gate.add_permits(100);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        let got: Vec<(String, AlertState)> = p
+            .got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|g| (g.0.clone(), g.1))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("fp0".into(), AlertState::Firing),
+                ("fp1".into(), AlertState::Resolved),
+                ("fp2".into(), AlertState::Firing)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_rate_never_exceeds_the_bucket() {
+        let p = Probe::new(true);
+        let cfg = LaneConfig {
+            rate: Some((20.0, 4)),
+            ..LaneConfig::default()
+        };
+        let d = Dispatcher::with_lanes(vec![(p.clone(), cfg)], true);
+        for i in 0..24 {
+            d.dispatch(note(i)).await;
+        }
+        assert!(d.shutdown(Duration::from_secs(10)).await.is_empty());
+        let times: Vec<std::time::Instant> = p.got.lock().unwrap().iter().map(|g| g.2).collect();
+        assert_eq!(times.len(), 24);
+        // In any window of length T there are at most burst + rate × T sends.
+        for i in 0..times.len() {
+            for j in i..times.len() {
+                let t = times[j].duration_since(times[i]).as_secs_f64();
+                let n = (j - i + 1) as f64;
+                assert!(n <= 4.0 + 20.0 * t + 1.0, "{n} sends in {t:.3}s");
+            }
+        }
+        assert!(
+            times[23].duration_since(times[0]) >= Duration::from_millis(900),
+            "24 at 20/s with a burst of 4 take ≥ 1 s"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_outage_delays_but_loses_nothing() {
+        let p = Probe::new(true);
+        p.down.store(true, Ordering::SeqCst);
+        let cfg = LaneConfig {
+            max_backoff: Duration::from_millis(200),
+            ..LaneConfig::default()
+        };
+        let d = Dispatcher::with_lanes(vec![(p.clone(), cfg)], false);
+        for i in 0..10 {
+            d.dispatch(note(i)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert!(p.got.lock().unwrap().is_empty());
+        p.down.store(false, Ordering::SeqCst);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        let mut fps: Vec<String> = p.got.lock().unwrap().iter().map(|g| g.0.clone()).collect();
+        fps.sort();
+        fps.dedup();
+        assert_eq!(fps.len(), 10, "each exactly once");
+        assert_eq!(p.got.lock().unwrap().len(), 10);
     }
 
     struct Slow(Mutex<Vec<u64>>, Duration);

@@ -93,6 +93,13 @@ impl Receiver for Webhook {
         &self.name
     }
 
+    fn lane(&self) -> super::LaneConfig {
+        super::LaneConfig {
+            rate: Some((10.0, 20)),
+            ..super::LaneConfig::default()
+        }
+    }
+
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
         Box::pin(async move {
             let mut last = String::new();
