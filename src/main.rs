@@ -5,6 +5,8 @@ use clap::{Args, Parser, Subcommand};
 use sigwatch::alert::Notification;
 use sigwatch::decode::Source;
 use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
+use sigwatch::notify::pagerduty::PagerDuty;
+use sigwatch::notify::slack::Slack;
 use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
@@ -41,7 +43,7 @@ enum Cmd {
     /// Watch live logs (stdin, Loki or files); notifications go to stdout (NDJSON).
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
     Check(CheckArgs),
 }
@@ -79,6 +81,22 @@ struct PipelineArgs {
     /// Repeat for every instance of an Alertmanager cluster: each gets every alert.
     #[arg(long, value_name = "URL")]
     alertmanager: Vec<String>,
+    /// Extra webhook header, "Name: value" (repeatable). A signing secret
+    /// comes from SIGWATCH_WEBHOOK_SECRET or --webhook-secret-file.
+    #[arg(long = "webhook-header", value_name = "HEADER")]
+    webhook_headers: Vec<String>,
+    /// File holding the webhook HMAC-SHA256 secret (X-Sigwatch-Signature).
+    #[arg(long, value_name = "FILE")]
+    webhook_secret_file: Option<PathBuf>,
+    /// Slack incoming-webhook URL from this file (or env SIGWATCH_SLACK_WEBHOOK_URL).
+    #[arg(long, value_name = "FILE")]
+    slack_webhook_file: Option<PathBuf>,
+    /// PagerDuty Events v2 routing key from this file (or env SIGWATCH_PAGERDUTY_ROUTING_KEY).
+    #[arg(long, value_name = "FILE")]
+    pagerduty_key_file: Option<PathBuf>,
+    /// PagerDuty events endpoint (default https://events.pagerduty.com/v2/enqueue).
+    #[arg(long, value_name = "URL")]
+    pagerduty_url: Option<String>,
     /// This sigwatch's own URL, used as the alerts' generatorURL.
     #[arg(long, value_name = "URL")]
     external_url: Option<String>,
@@ -347,15 +365,32 @@ fn receivers(p: &PipelineArgs) -> Result<Receivers> {
         v.push(r.clone());
         am = Some(r);
     }
+    let timeout = Duration::from_nanos(p.webhook_timeout.ns().max(1) as u64);
     if let Some(url) = &p.webhook {
         let mut cfg = WebhookConfig::new(url);
-        cfg.timeout = Duration::from_nanos(p.webhook_timeout.ns().max(1) as u64);
+        cfg.timeout = timeout;
+        for h in &p.webhook_headers {
+            let (k, val) = h
+                .split_once(':')
+                .with_context(|| format!("--webhook-header {h:?}: write Name: value"))?;
+            cfg.headers
+                .push((k.trim().to_string(), val.trim().to_string()));
+        }
+        cfg.secret = read_secret("SIGWATCH_WEBHOOK_SECRET", &p.webhook_secret_file)?;
         v.push(Arc::new(Webhook::new(cfg)?));
     }
+    if let Some(url) = read_secret("SIGWATCH_SLACK_WEBHOOK_URL", &p.slack_webhook_file)? {
+        v.push(Arc::new(Slack::new(&url, timeout)?));
+    }
+    if let Some(key) = read_secret("SIGWATCH_PAGERDUTY_ROUTING_KEY", &p.pagerduty_key_file)? {
+        v.push(Arc::new(PagerDuty::new(
+            &key,
+            p.pagerduty_url.as_deref(),
+            timeout,
+        )?));
+    }
     if v.is_empty() {
-        bail!(
-            "--no-stdout without --webhook or --alertmanager leaves nowhere to send notifications"
-        );
+        bail!("--no-stdout with no other receiver (webhook, Alertmanager, Slack, PagerDuty) leaves nowhere to send notifications");
     }
     Ok((v, am))
 }

@@ -8,6 +8,9 @@
 //! plugs in behind [`Receiver`].
 
 pub mod alertmanager;
+pub mod http;
+pub mod pagerduty;
+pub mod slack;
 pub mod stdout;
 pub mod webhook;
 

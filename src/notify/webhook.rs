@@ -1,13 +1,17 @@
-//! Generic webhook: POSTs each notification as JSON.
-//!
-//! Retries network errors, timeouts, 408, 429 (honouring `Retry-After`, capped)
-//! and 5xx with exponential backoff and jitter; any other 4xx is final,
-//! because sending the same request again cannot fix it. The URL may hold a
-//! secret token, so only its scheme and host appear in logs.
+//! Generic webhook: POSTs each notification as JSON (the NDJSON schema),
+//! with optional extra headers and an optional HMAC-SHA256 signature so the
+//! receiver can authenticate us: `X-Sigwatch-Signature: sha256=<hex>` over
+//! the exact body bytes. Retries as [`super::http`] documents. The URL may
+//! hold a secret token, so only its scheme and host appear in logs.
 
+use super::http::{self, RetryPolicy};
 use super::{BoxFuture, NotifyError, Receiver};
 use crate::alert::Notification;
+use hmac::{Hmac, KeyInit, Mac};
 use std::time::Duration;
+
+/// The signature header.
+pub const SIGNATURE_HEADER: &str = "X-Sigwatch-Signature";
 
 /// Webhook settings.
 #[derive(Debug, Clone)]
@@ -22,19 +26,36 @@ pub struct WebhookConfig {
     pub backoff: Duration,
     /// Longest wait honoured from `Retry-After` or backoff (default 30 s).
     pub max_backoff: Duration,
+    /// Extra headers (e.g. an `Authorization` the receiver expects).
+    pub headers: Vec<(String, String)>,
+    /// HMAC-SHA256 key; when set, every body is signed.
+    pub secret: Option<String>,
 }
 
 impl WebhookConfig {
     /// Defaults for a URL.
     pub fn new(url: &str) -> WebhookConfig {
+        let p = RetryPolicy::default();
         WebhookConfig {
             url: url.to_string(),
             timeout: Duration::from_secs(5),
-            retries: 3,
-            backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(30),
+            retries: p.retries,
+            backoff: p.backoff,
+            max_backoff: p.max_backoff,
+            headers: Vec::new(),
+            secret: None,
         }
     }
+}
+
+/// `sha256=<hex>` of HMAC-SHA256(secret, body).
+pub fn signature(secret: &str, body: &[u8]) -> String {
+    let mut mac = match Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(m) => m,
+        Err(_) => return String::new(),
+    };
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// The webhook receiver.
@@ -47,45 +68,10 @@ pub struct Webhook {
 impl Webhook {
     /// Builds the receiver; the URL must be http or https.
     pub fn new(cfg: WebhookConfig) -> Result<Webhook, NotifyError> {
-        let url = reqwest::Url::parse(&cfg.url)
-            .map_err(|e| NotifyError::Config(format!("invalid webhook URL: {e}")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(NotifyError::Config(
-                "webhook URL must be http or https".into(),
-            ));
-        }
-        let name = format!(
-            "webhook {}://{}",
-            url.scheme(),
-            url.host_str().unwrap_or("?")
-        );
-        let client = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .user_agent(concat!("sigwatch/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| NotifyError::Config(format!("cannot build HTTP client: {e}")))?;
+        let name = http::safe_name("webhook", &cfg.url)?;
+        let client = http::client(cfg.timeout)?;
         Ok(Webhook { cfg, name, client })
     }
-
-    fn backoff(&self, attempt: u32) -> Duration {
-        let base = self.cfg.backoff.saturating_mul(1u32 << attempt.min(16));
-        // Jitter: up to +50 %, from the clock's sub-second noise.
-        let noise = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let jitter = base.mul_f64((noise % 1000) as f64 / 2000.0);
-        (base + jitter).min(self.cfg.max_backoff)
-    }
-}
-
-fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
-    let v = resp
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?;
-    v.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 impl Receiver for Webhook {
@@ -102,54 +88,39 @@ impl Receiver for Webhook {
 
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
         Box::pin(async move {
-            let mut last = String::new();
-            for attempt in 0..=self.cfg.retries {
-                let wait = match self.client.post(&self.cfg.url).json(n).send().await {
-                    Ok(resp) => {
-                        let status = resp.status();
-                        if status.is_success() {
-                            return Ok(());
-                        }
-                        let code = status.as_u16();
-                        let retryable = code == 408 || code == 429 || status.is_server_error();
-                        let ra = retry_after(&resp);
-                        let body: String = resp
-                            .text()
-                            .await
-                            .unwrap_or_default()
-                            .chars()
-                            .take(200)
-                            .collect();
-                        if !retryable {
-                            return Err(NotifyError::Rejected {
-                                receiver: self.name.clone(),
-                                status: code,
-                                body,
-                            });
-                        }
-                        last = format!("HTTP {code}");
-                        ra.map(|d| d.min(self.cfg.max_backoff))
-                            .unwrap_or_else(|| self.backoff(attempt))
-                    }
-                    Err(e) => {
-                        last = if e.is_timeout() {
-                            "timeout".to_string()
-                        } else {
-                            e.without_url().to_string()
-                        };
-                        self.backoff(attempt)
-                    }
-                };
-                if attempt < self.cfg.retries {
-                    tracing::debug!(receiver = %self.name, attempt, error = %last, "Webhook attempt failed; retrying.");
-                    tokio::time::sleep(wait).await;
-                }
+            let body = serde_json::to_vec(n).map_err(|e| NotifyError::Config(e.to_string()))?;
+            let mut headers = self.cfg.headers.clone();
+            if let Some(secret) = &self.cfg.secret {
+                headers.push((SIGNATURE_HEADER.to_string(), signature(secret, &body)));
             }
-            Err(NotifyError::Exhausted {
-                receiver: self.name.clone(),
-                attempts: self.cfg.retries + 1,
-                reason: last,
-            })
+            let policy = RetryPolicy {
+                retries: self.cfg.retries,
+                backoff: self.cfg.backoff,
+                max_backoff: self.cfg.max_backoff,
+            };
+            http::post(
+                &self.client,
+                &self.name,
+                &self.cfg.url,
+                body,
+                &headers,
+                &policy,
+            )
+            .await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_match_a_known_vector() {
+        // RFC 4231 test case 2.
+        assert_eq!(
+            signature("Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

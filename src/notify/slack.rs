@@ -1,0 +1,109 @@
+//! Slack incoming webhook (research/apis.md §4): Block Kit message with the
+//! title, the node, count, share and samples; at most one message per second
+//! per webhook (Slack's limit; past it Slack answers 429 with `Retry-After`,
+//! which is honoured, and may disable an app that keeps going). 403/404/410
+//! (revoked or archived) are final. The URL is a secret: it is never logged.
+
+use super::http::{self, RetryPolicy};
+use super::{BoxFuture, NotifyError, Receiver};
+use crate::alert::{AlertState, Notification};
+use std::time::Duration;
+
+/// Longest section text Slack accepts.
+pub const SECTION_MAX: usize = 3000;
+
+/// The Slack receiver.
+pub struct Slack {
+    url: String,
+    name: String,
+    client: reqwest::Client,
+    policy: RetryPolicy,
+}
+
+fn cut(s: &str, max: usize) -> String {
+    crate::detect::truncate(s, max.saturating_sub(3))
+}
+
+/// The Block Kit message for a notification.
+pub fn message(n: &Notification) -> serde_json::Value {
+    let (icon, state) = match n.state {
+        AlertState::Firing => (":rotating_light:", "FIRING"),
+        AlertState::Resolved => (":white_check_mark:", "RESOLVED"),
+    };
+    let summary = n
+        .annotations
+        .get("summary")
+        .cloned()
+        .unwrap_or_else(|| n.title.clone());
+    let mut facts = format!(
+        "*{state}* · *{}* · node/group `{}` · count {}",
+        n.severity, n.group, n.count
+    );
+    if let Some(s) = n.share {
+        facts.push_str(&format!(" · share {:.0}%", s * 100.0));
+    }
+    let mut blocks = vec![
+        serde_json::json!({"type": "header", "text": {"type": "plain_text", "text": cut(&format!("{} {}", n.title, n.group), 150)}}),
+        serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&format!("{summary}\n{facts}"), SECTION_MAX)}}),
+    ];
+    if !n.top_groups.is_empty() {
+        let top: Vec<String> = n
+            .top_groups
+            .iter()
+            .take(5)
+            .map(|g| format!("`{}` {}", g.group, g.count))
+            .collect();
+        blocks.push(serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&format!("*Top groups:* {}", top.join(", ")), SECTION_MAX)}}));
+    }
+    if !n.samples.is_empty() {
+        let s = n
+            .samples
+            .iter()
+            .map(|l| l.replace("```", "'''"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        blocks.push(serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&format!("*Samples:*\n```{s}```"), SECTION_MAX)}}));
+    }
+    let mut ctx = format!(
+        "rule `{}` · since {} · fingerprint {}",
+        n.rule, n.starts_at, n.fingerprint
+    );
+    if let Some(e) = &n.ends_at {
+        ctx.push_str(&format!(" · resolved {e}"));
+    }
+    blocks.push(serde_json::json!({"type": "context", "elements": [{"type": "mrkdwn", "text": cut(&ctx, SECTION_MAX)}]}));
+    serde_json::json!({"text": cut(&format!("{icon} {state}: {} ({})", n.title, n.group), 3000), "blocks": blocks})
+}
+
+impl Slack {
+    /// Builds the receiver for an incoming-webhook URL.
+    pub fn new(url: &str, timeout: Duration) -> Result<Slack, NotifyError> {
+        Ok(Slack {
+            url: url.to_string(),
+            name: http::safe_name("slack", url)?,
+            client: http::client(timeout)?,
+            policy: RetryPolicy::default(),
+        })
+    }
+}
+
+impl Receiver for Slack {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn lane(&self) -> super::LaneConfig {
+        super::LaneConfig {
+            rate: Some((1.0, 1)),
+            ..super::LaneConfig::default()
+        }
+    }
+
+    fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
+        Box::pin(async move {
+            let body =
+                serde_json::to_vec(&message(n)).map_err(|e| NotifyError::Config(e.to_string()))?;
+            http::post(&self.client, &self.name, &self.url, body, &[], &self.policy).await
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! Slack, PagerDuty and the signed webhook against local HTTP servers on
+//! 127.0.0.1 that check what a real one checks.
+
+use sigwatch::alert::{AlertState, Notification};
+use sigwatch::notify::pagerduty::PagerDuty;
+use sigwatch::notify::slack::Slack;
+use sigwatch::notify::webhook::{signature, Webhook, WebhookConfig, SIGNATURE_HEADER};
+use sigwatch::notify::{NotifyError, Receiver};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn note(state: AlertState) -> Notification {
+    let mut annotations = BTreeMap::new();
+    annotations.insert("summary".to_string(), "x".repeat(2000));
+    Notification {
+        state,
+        rule: "egress.black_hole".into(),
+        title: "One egress node takes most of the failed recordings".into(),
+        severity: "critical".into(),
+        group: "NE_2rANN76DeYtZ".into(),
+        labels: BTreeMap::new(),
+        annotations,
+        starts_at: "2026-11-29T12:00:00.000Z".into(),
+        ends_at: None,
+        count: 48,
+        first_seen: None,
+        last_seen: None,
+        top_groups: vec![],
+        share: Some(0.96),
+        samples: vec![
+            "{\"msg\":\"egress_failed\",\"error\":\"No space left on the resource.\"}".into(),
+        ],
+        fingerprint: "821a94053e655138".into(),
+        repeat: false,
+    }
+}
+
+type Seen = Arc<Mutex<Vec<(Instant, axum::http::HeaderMap, Vec<u8>)>>>;
+
+/// A server answering each request with the next scripted (status, headers, body).
+async fn server(script: Vec<(u16, Option<&'static str>, &'static str)>) -> (String, Seen) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    let script = Arc::new(Mutex::new(script.into_iter()));
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let (s, script) = (s.clone(), script.clone());
+                async move {
+                    s.lock()
+                        .unwrap()
+                        .push((Instant::now(), headers, body.to_vec()));
+                    let (code, retry_after, text) =
+                        script.lock().unwrap().next().unwrap_or((200, None, "ok"));
+                    let mut resp = axum::response::Response::new(axum::body::Body::from(text));
+                    *resp.status_mut() = axum::http::StatusCode::from_u16(code).unwrap();
+                    if let Some(ra) = retry_after {
+                        resp.headers_mut()
+                            .insert("retry-after", ra.parse().unwrap());
+                    }
+                    resp
+                }
+            },
+        ),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    (format!("http://{addr}/"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_honours_retry_after_and_sends_blocks() {
+    let (url, seen) = server(vec![(429, Some("1"), "rate_limited")]).await;
+    let r = Slack::new(&url, Duration::from_secs(5)).unwrap();
+    assert!(
+        !r.name().contains(&url[7..]),
+        "the secret URL is not the name"
+    );
+    r.send(&note(AlertState::Firing)).await.unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen[1].0.duration_since(seen[0].0) >= Duration::from_millis(950),
+        "waited Retry-After"
+    );
+    let msg: serde_json::Value = serde_json::from_slice(&seen[1].2).unwrap();
+    assert_eq!(msg["blocks"][0]["type"], "header");
+    let all = msg.to_string();
+    assert!(
+        all.contains("NE_2rANN76DeYtZ")
+            && all.contains("share 96%")
+            && all.contains("No space left"),
+        "{all}"
+    );
+    for b in msg["blocks"].as_array().unwrap() {
+        if let Some(t) = b["text"]["text"].as_str() {
+            assert!(t.chars().count() <= 3000);
+        }
+    }
+    assert_eq!(
+        r.lane().rate,
+        Some((1.0, 1)),
+        "one message a second per webhook"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_archived_channel_is_final() {
+    let (url, seen) = server(vec![(410, None, "channel_is_archived")]).await;
+    let r = Slack::new(&url, Duration::from_secs(5)).unwrap();
+    match r.send(&note(AlertState::Firing)).await {
+        Err(NotifyError::Rejected {
+            status: 410, body, ..
+        }) => assert_eq!(body, "channel_is_archived"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1, "not retried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagerduty_triggers_and_resolves_one_incident() {
+    let (url, seen) = server(vec![
+        (500, None, ""),
+        (202, None, "{\"status\":\"success\"}"),
+    ])
+    .await;
+    let r = PagerDuty::new(
+        "0123456789abcdef0123456789abcdef",
+        Some(&url),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    r.send(&note(AlertState::Firing)).await.unwrap();
+    r.send(&note(AlertState::Resolved)).await.unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3, "a 500 is retried");
+    let trigger: serde_json::Value = serde_json::from_slice(&seen[1].2).unwrap();
+    let resolve: serde_json::Value = serde_json::from_slice(&seen[2].2).unwrap();
+    assert_eq!(trigger["event_action"], "trigger");
+    assert_eq!(resolve["event_action"], "resolve");
+    assert_eq!(trigger["dedup_key"], "821a94053e655138");
+    assert_eq!(resolve["dedup_key"], trigger["dedup_key"]);
+    assert_eq!(
+        trigger["payload"]["summary"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .count(),
+        1024
+    );
+    assert_eq!(trigger["payload"]["severity"], "critical");
+    assert_eq!(trigger["payload"]["source"], "NE_2rANN76DeYtZ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_signed_and_carry_extra_headers() {
+    let (url, seen) = server(vec![]).await;
+    let mut cfg = WebhookConfig::new(&url);
+    cfg.secret = Some("s3cret".into());
+    cfg.headers
+        .push(("Authorization".into(), "Bearer abc".into()));
+    let r = Webhook::new(cfg).unwrap();
+    r.send(&note(AlertState::Firing)).await.unwrap();
+    let seen = seen.lock().unwrap();
+    let (_, headers, body) = &seen[0];
+    assert_eq!(
+        headers[SIGNATURE_HEADER].to_str().unwrap(),
+        signature("s3cret", body),
+        "the receiver can verify us"
+    );
+    assert_eq!(headers["authorization"], "Bearer abc");
+    assert_ne!(signature("other", body), signature("s3cret", body));
+}
