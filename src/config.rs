@@ -45,6 +45,221 @@ pub struct Config {
     /// Directory for checkpoints.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// Named receivers.
+    #[serde(default)]
+    pub receivers: Vec<ReceiverSpec>,
+    /// Routes, tried in order: the first that matches picks its receivers
+    /// (unless it says `continue: true`).
+    #[serde(default)]
+    pub routes: Vec<RouteSpec>,
+    /// Receivers for notifications no route matched.
+    #[serde(default)]
+    pub default: Vec<String>,
+}
+
+/// A secret: from a file, or from an environment variable (never inline).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Secret {
+    /// File holding the value.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// Environment variable holding the value.
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+impl Secret {
+    /// Reads the value.
+    pub fn read(&self) -> Result<String, String> {
+        if let Some(f) = &self.file {
+            return std::fs::read_to_string(f)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| format!("{}: {e}", f.display()));
+        }
+        if let Some(v) = &self.env {
+            return std::env::var(v).map_err(|_| format!("environment variable {v} is not set"));
+        }
+        Err("a secret needs file: or env:".into())
+    }
+}
+
+/// One receiver: a name and exactly one kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverSpec {
+    /// Name used by routes.
+    pub name: String,
+    /// NDJSON on stdout.
+    #[serde(default)]
+    pub stdout: Option<EmptySpec>,
+    /// Generic webhook.
+    #[serde(default)]
+    pub webhook: Option<WebhookSpec>,
+    /// Alertmanager v2 (every instance).
+    #[serde(default)]
+    pub alertmanager: Option<AlertmanagerSpec>,
+    /// Slack incoming webhook.
+    #[serde(default)]
+    pub slack: Option<SlackSpec>,
+    /// PagerDuty Events v2.
+    #[serde(default)]
+    pub pagerduty: Option<PagerDutySpec>,
+}
+
+/// A kind with no settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmptySpec {}
+
+/// Webhook settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSpec {
+    /// URL, or `url_secret` when it holds a token.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// URL from a file or env var.
+    #[serde(default)]
+    pub url_secret: Option<Secret>,
+    /// Extra headers.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// HMAC signing key.
+    #[serde(default)]
+    pub secret: Option<Secret>,
+}
+
+/// Alertmanager settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerSpec {
+    /// Every instance's base URL.
+    pub urls: Vec<String>,
+}
+
+/// Slack settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackSpec {
+    /// The incoming-webhook URL (a secret).
+    pub webhook_url: Secret,
+}
+
+/// PagerDuty settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PagerDutySpec {
+    /// The integration (routing) key (a secret).
+    pub routing_key: Secret,
+    /// Endpoint override.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// A route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// Conditions, all required: `severity`, `rule`, `group` or
+    /// `labels.NAME`, each an anchored regex.
+    #[serde(rename = "match", default)]
+    pub match_: std::collections::BTreeMap<String, String>,
+    /// Receiver names.
+    pub receivers: Vec<String>,
+    /// Keep trying later routes after this one matched.
+    #[serde(default, rename = "continue")]
+    pub continue_: bool,
+}
+
+/// A compiled route: conditions (key, anchored regex), receiver indices,
+/// and whether later routes are still tried.
+type CompiledRoute = (Vec<(String, regex::Regex)>, Vec<usize>, bool);
+
+/// Compiled routes: which receivers (by index) get a notification.
+#[derive(Debug, Clone, Default)]
+pub struct Router {
+    routes: Vec<CompiledRoute>,
+    default: Vec<usize>,
+    /// Receivers that get every notification (command-line shorthands).
+    pub always: Vec<usize>,
+}
+
+impl Router {
+    /// Compiles routes against receiver names (in lane order).
+    pub fn new(
+        names: &[String],
+        routes: &[RouteSpec],
+        default: &[String],
+    ) -> Result<Router, String> {
+        let idx = |n: &String| {
+            names
+                .iter()
+                .position(|x| x == n)
+                .ok_or_else(|| format!("route names unknown receiver {n:?}"))
+        };
+        let mut out = Router::default();
+        for r in routes {
+            let mut conds = Vec::new();
+            for (k, v) in &r.match_ {
+                if !matches!(k.as_str(), "severity" | "rule" | "group") && !k.starts_with("labels.")
+                {
+                    return Err(format!(
+                        "route match key {k:?}: use severity, rule, group or labels.NAME"
+                    ));
+                }
+                let re = regex::Regex::new(&format!("^(?:{v})$"))
+                    .map_err(|e| format!("route match {k}: {e}"))?;
+                conds.push((k.clone(), re));
+            }
+            let rs = r.receivers.iter().map(idx).collect::<Result<Vec<_>, _>>()?;
+            out.routes.push((conds, rs, r.continue_));
+        }
+        out.default = default.iter().map(idx).collect::<Result<Vec<_>, _>>()?;
+        Ok(out)
+    }
+
+    /// The receivers (indices) for a notification, in order, without repeats.
+    pub fn select(&self, n: &crate::alert::Notification) -> Vec<usize> {
+        let value = |k: &str| -> Option<&str> {
+            match k {
+                "severity" => Some(n.severity.as_str()),
+                "rule" => Some(n.rule.as_str()),
+                "group" => Some(n.group.as_str()),
+                _ => k
+                    .strip_prefix("labels.")
+                    .and_then(|l| n.labels.get(l))
+                    .map(String::as_str),
+            }
+        };
+        let mut out: Vec<usize> = Vec::new();
+        let mut matched = false;
+        for (conds, rs, cont) in &self.routes {
+            if conds
+                .iter()
+                .all(|(k, re)| value(k).is_some_and(|v| re.is_match(v)))
+            {
+                matched = true;
+                for r in rs {
+                    if !out.contains(r) {
+                        out.push(*r);
+                    }
+                }
+                if !cont {
+                    break;
+                }
+            }
+        }
+        if !matched {
+            out = self.default.clone();
+        }
+        for a in &self.always {
+            if !out.contains(a) {
+                out.push(*a);
+            }
+        }
+        out
+    }
 }
 
 /// `loki:` settings; secrets only by file or environment, never inline.
@@ -116,6 +331,30 @@ pub fn parse(name: &str, text: &str) -> Result<Config, ConfigError> {
             message,
         }
     })?;
+    for r in &c.receivers {
+        let kinds = [
+            r.stdout.is_some(),
+            r.webhook.is_some(),
+            r.alertmanager.is_some(),
+            r.slack.is_some(),
+            r.pagerduty.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return Err(ConfigError::At {
+                path: name.to_string(),
+                line: 1,
+                column: 1,
+                message: format!("receiver {:?} needs exactly one of stdout, webhook, alertmanager, slack, pagerduty", r.name),
+            });
+        }
+    }
+    let names: Vec<String> = c.receivers.iter().map(|r| r.name.clone()).collect();
+    Router::new(&names, &c.routes, &c.default).map_err(|message| ConfigError::At {
+        path: name.to_string(),
+        line: 1,
+        column: 1,
+        message,
+    })?;
     if let Some(l) = &c.loki {
         if l.queries.is_empty() {
             return Err(ConfigError::At {
@@ -145,6 +384,116 @@ mod tests {
         assert_eq!(l.lag, Some(Dur::secs(15)));
         assert!(l.tail);
         assert_eq!(c.files.len(), 1);
+    }
+
+    fn notification(severity: &str, rule: &str) -> crate::alert::Notification {
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert("team".to_string(), "rtc".to_string());
+        crate::alert::Notification {
+            state: crate::alert::AlertState::Firing,
+            rule: rule.into(),
+            title: String::new(),
+            severity: severity.into(),
+            group: "g".into(),
+            labels,
+            annotations: Default::default(),
+            starts_at: String::new(),
+            ends_at: None,
+            count: 0,
+            first_seen: None,
+            last_seen: None,
+            top_groups: vec![],
+            share: None,
+            samples: vec![],
+            fingerprint: String::new(),
+            repeat: false,
+        }
+    }
+
+    #[test]
+    fn routes_pick_receivers() {
+        let c = parse(
+            "s.yaml",
+            r#"
+receivers:
+  - name: pager
+    pagerduty: {routing_key: {env: PD_KEY}}
+  - name: chat
+    slack: {webhook_url: {file: /run/secrets/slack}}
+  - name: am
+    alertmanager: {urls: ["http://am:9093"]}
+routes:
+  - match: {severity: critical}
+    receivers: [pager, am]
+    continue: true
+  - match: {rule: 'egress\..*', labels.team: rtc}
+    receivers: [chat]
+default: [am]
+"#,
+        )
+        .unwrap();
+        let names: Vec<String> = c.receivers.iter().map(|r| r.name.clone()).collect();
+        let r = Router::new(&names, &c.routes, &c.default).unwrap();
+        assert_eq!(
+            r.select(&notification("critical", "egress.black_hole")),
+            vec![0, 2, 1]
+        );
+        assert_eq!(
+            r.select(&notification("critical", "livekit.drain_failed")),
+            vec![0, 2]
+        );
+        assert_eq!(
+            r.select(&notification("warning", "egress.cpu_exhausted")),
+            vec![1]
+        );
+        assert_eq!(
+            r.select(&notification("info", "grpc.x")),
+            vec![2],
+            "default"
+        );
+        assert_eq!(
+            r.select(&notification("critical2", "x")),
+            vec![2],
+            "regexes are anchored"
+        );
+    }
+
+    #[test]
+    fn bad_routes_and_receivers_are_errors() {
+        let e = parse(
+            "s.yaml",
+            "receivers:
+  - name: a
+    stdout: {}
+routes:
+  - receivers: [b]
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown receiver \"b\""), "{e}");
+        let e = parse(
+            "s.yaml",
+            "receivers:
+  - name: a
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("exactly one"), "{e}");
+        let e = parse(
+            "s.yaml",
+            "receivers:
+  - name: a
+    slack: {webhook_url: 'https://hooks.slack.com/x'}
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.yaml:3:"),
+            "inline secrets are refused: {e}"
+        );
     }
 
     #[test]

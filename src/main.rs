@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use sigwatch::alert::Notification;
+use sigwatch::config::{ReceiverSpec, Router};
 use sigwatch::decode::Source;
 use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
 use sigwatch::notify::pagerduty::PagerDuty;
@@ -112,6 +113,10 @@ struct PipelineArgs {
     /// Longest wait for queued notifications at exit.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
     shutdown_timeout: Dur,
+    /// Configuration file (sigwatch.yaml): sources, receivers, routes;
+    /// command-line flags override it.
+    #[arg(long, value_name = "FILE", env = "SIGWATCH_CONFIG")]
+    config: Option<PathBuf>,
     /// Print pipeline counters as JSON on stderr at exit.
     #[arg(long)]
     stats: bool,
@@ -167,9 +172,6 @@ struct SourceArgs {
     /// Where a fresh start (no checkpoint) begins, back from now [default: 15m].
     #[arg(long, value_parser = parse_dur)]
     since: Option<Dur>,
-    /// Configuration file (sigwatch.yaml); command-line flags override it.
-    #[arg(long, value_name = "FILE", env = "SIGWATCH_CONFIG")]
-    config: Option<PathBuf>,
     /// Directory for checkpoints (Loki cursors, file offsets) that survive restarts.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -350,22 +352,100 @@ fn check(a: &CheckArgs) -> ExitCode {
 
 /// The receivers, and the Alertmanager receiver (if any) whose re-send task
 /// `run` starts.
-type Receivers = (Vec<Arc<dyn Receiver>>, Option<Arc<Alertmanager>>);
+/// The receivers, the Alertmanager receivers (whose re-send task `run`
+/// starts), and the router when the configuration file has routes.
+struct Receivers {
+    all: Vec<Arc<dyn Receiver>>,
+    alertmanagers: Vec<Arc<Alertmanager>>,
+    router: Option<Router>,
+}
+
+/// A receiver built from the configuration, and itself again if it is an
+/// Alertmanager (whose re-send task `run` starts).
+type Built = (Arc<dyn Receiver>, Option<Arc<Alertmanager>>);
+
+fn from_spec(r: &ReceiverSpec, p: &PipelineArgs, timeout: Duration) -> Result<Built> {
+    let secret = |s: &sigwatch::config::Secret| {
+        s.read()
+            .map_err(|e| anyhow::anyhow!("receiver {:?}: {e}", r.name))
+    };
+    if r.stdout.is_some() {
+        return Ok((Arc::new(Stdout), None));
+    }
+    if let Some(w) = &r.webhook {
+        let url = match (&w.url, &w.url_secret) {
+            (Some(u), _) => u.clone(),
+            (None, Some(s)) => secret(s)?,
+            (None, None) => bail!("receiver {:?}: webhook needs url or url_secret", r.name),
+        };
+        let mut cfg = WebhookConfig::new(&url);
+        cfg.timeout = timeout;
+        cfg.headers = w
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        cfg.secret = w.secret.as_ref().map(secret).transpose()?;
+        return Ok((Arc::new(Webhook::new(cfg)?), None));
+    }
+    if let Some(a) = &r.alertmanager {
+        let mut cfg = AlertmanagerConfig::new(&a.urls);
+        cfg.generator_url = p.external_url.clone();
+        let am = Arc::new(Alertmanager::new(cfg)?);
+        return Ok((am.clone(), Some(am)));
+    }
+    if let Some(sl) = &r.slack {
+        return Ok((
+            Arc::new(Slack::new(&secret(&sl.webhook_url)?, timeout)?),
+            None,
+        ));
+    }
+    if let Some(pd) = &r.pagerduty {
+        return Ok((
+            Arc::new(PagerDuty::new(
+                &secret(&pd.routing_key)?,
+                pd.url.as_deref(),
+                timeout,
+            )?),
+            None,
+        ));
+    }
+    bail!("receiver {:?} has no kind", r.name)
+}
 
 fn receivers(p: &PipelineArgs) -> Result<Receivers> {
-    let mut v: Vec<Arc<dyn Receiver>> = Vec::new();
-    if !p.no_stdout {
-        v.push(Arc::new(Stdout));
+    let timeout = Duration::from_nanos(p.webhook_timeout.ns().max(1) as u64);
+    let mut all: Vec<Arc<dyn Receiver>> = Vec::new();
+    let mut alertmanagers = Vec::new();
+    let mut router = None;
+    if let Some(path) = &p.config {
+        let c = sigwatch::config::load(path)?;
+        if !c.receivers.is_empty() {
+            let mut names = Vec::new();
+            for r in &c.receivers {
+                let (recv, am) = from_spec(r, p, timeout)?;
+                all.push(recv);
+                alertmanagers.extend(am);
+                names.push(r.name.clone());
+            }
+            router = Some(
+                Router::new(&names, &c.routes, &c.default)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            );
+        }
     }
-    let mut am = None;
+    // Command-line receivers get every notification, whatever the routes.
+    let first_cli = all.len();
+    if !p.no_stdout {
+        all.push(Arc::new(Stdout));
+    }
     if !p.alertmanager.is_empty() {
         let mut cfg = AlertmanagerConfig::new(&p.alertmanager);
         cfg.generator_url = p.external_url.clone();
         let r = Arc::new(Alertmanager::new(cfg)?);
-        v.push(r.clone());
-        am = Some(r);
+        all.push(r.clone());
+        alertmanagers.push(r);
     }
-    let timeout = Duration::from_nanos(p.webhook_timeout.ns().max(1) as u64);
     if let Some(url) = &p.webhook {
         let mut cfg = WebhookConfig::new(url);
         cfg.timeout = timeout;
@@ -377,22 +457,37 @@ fn receivers(p: &PipelineArgs) -> Result<Receivers> {
                 .push((k.trim().to_string(), val.trim().to_string()));
         }
         cfg.secret = read_secret("SIGWATCH_WEBHOOK_SECRET", &p.webhook_secret_file)?;
-        v.push(Arc::new(Webhook::new(cfg)?));
+        all.push(Arc::new(Webhook::new(cfg)?));
     }
     if let Some(url) = read_secret("SIGWATCH_SLACK_WEBHOOK_URL", &p.slack_webhook_file)? {
-        v.push(Arc::new(Slack::new(&url, timeout)?));
+        all.push(Arc::new(Slack::new(&url, timeout)?));
     }
     if let Some(key) = read_secret("SIGWATCH_PAGERDUTY_ROUTING_KEY", &p.pagerduty_key_file)? {
-        v.push(Arc::new(PagerDuty::new(
+        all.push(Arc::new(PagerDuty::new(
             &key,
             p.pagerduty_url.as_deref(),
             timeout,
         )?));
     }
-    if v.is_empty() {
-        bail!("--no-stdout with no other receiver (webhook, Alertmanager, Slack, PagerDuty) leaves nowhere to send notifications");
+    if all.is_empty() {
+        bail!("--no-stdout with no other receiver (webhook, Alertmanager, Slack, PagerDuty, --config receivers) leaves nowhere to send notifications");
     }
-    Ok((v, am))
+    if let Some(r) = router.as_mut() {
+        r.always = (first_cli..all.len()).collect();
+    }
+    Ok(Receivers {
+        all,
+        alertmanagers,
+        router,
+    })
+}
+
+fn dispatcher(r: Receivers, wait_when_full: bool) -> (Dispatcher, Vec<Arc<Alertmanager>>) {
+    let mut d = Dispatcher::new(r.all, DEFAULT_QUEUE, wait_when_full);
+    if let Some(router) = r.router {
+        d.set_router(router);
+    }
+    (d, r.alertmanagers)
 }
 
 fn build_engine(p: &PipelineArgs, live: bool) -> Result<Engine> {
@@ -442,8 +537,7 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
 
 async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     let mut engine = build_engine(&p, false)?;
-    let (rx, _) = receivers(&p)?;
-    let d = Dispatcher::new(rx, DEFAULT_QUEUE, true);
+    let (d, _) = dispatcher(receivers(&p)?, true);
     let mut out = Vec::new();
     let mut inputs = Merged::open(&files)?;
     while let Some((source, line)) = inputs.next_line()? {
@@ -502,8 +596,8 @@ enum Input {
 }
 
 /// Fills what the command line left unset from the configuration file.
-fn apply_config(a: &mut SourceArgs) -> Result<()> {
-    let Some(path) = a.config.clone() else {
+fn apply_config(a: &mut SourceArgs, config: &Option<PathBuf>) -> Result<()> {
+    let Some(path) = config.clone() else {
         return Ok(());
     };
     let c = sigwatch::config::load(&path)?;
@@ -535,12 +629,11 @@ fn apply_config(a: &mut SourceArgs) -> Result<()> {
 }
 
 async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
-    apply_config(&mut a)?;
+    apply_config(&mut a, &p.config)?;
     let engine = build_engine(&p, true)?;
-    let (rs, am) = receivers(&p)?;
-    let d = Dispatcher::new(rs, DEFAULT_QUEUE, false);
+    let (d, ams) = dispatcher(receivers(&p)?, false);
     // Alertmanager forgets alerts not re-sent: keep them alive.
-    let _resender = am.as_ref().map(|a| a.spawn_resender());
+    let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     let mut cursors = BTreeMap::new();
     // Each source feeds the one loop through a bounded channel.

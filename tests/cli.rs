@@ -368,3 +368,68 @@ fn a_bad_config_file_is_a_located_error() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_in_the_config_pick_receivers() {
+    let got: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let g = got.clone();
+    let app = axum::Router::new().route(
+        "/{name}",
+        axum::routing::post(
+            move |axum::extract::Path(name): axum::extract::Path<String>,
+                  body: axum::Json<serde_json::Value>| {
+                let g = g.clone();
+                async move {
+                    let sev = body["severity"].as_str().unwrap_or_default();
+                    let state = body["state"].as_str().unwrap_or_default();
+                    g.lock().unwrap().push((name, format!("{sev} {state}")));
+                    axum::http::StatusCode::OK
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("sigwatch.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "receivers:\n  - name: pager\n    webhook: {{url: 'http://{addr}/pager'}}\n  - name: chat\n    webhook: {{url: 'http://{addr}/chat'}}\nroutes:\n  - match: {{severity: critical}}\n    receivers: [pager]\ndefault: [chat]\n"
+        ),
+    )
+    .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(BIN)
+            .args(["replay", "--log-level", "warn", "--no-stdout", "--config"])
+            .arg(&cfg)
+            .arg(fixture("grpc-slow-auth.log"))
+            .arg(fixture("livekit-deadlock-cri.log"))
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got = got.lock().unwrap().clone();
+    got.sort();
+    // Merged by time, the deadlock lies a day after the gRPC incident, so
+    // the gRPC alert also resolves; both of its notifications go to chat.
+    let want = [
+        ("chat", "warning firing"),
+        ("chat", "warning resolved"),
+        ("pager", "critical firing"),
+    ];
+    assert_eq!(
+        got,
+        want.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    );
+}

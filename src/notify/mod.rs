@@ -174,6 +174,7 @@ struct Lane {
 pub struct Dispatcher {
     lanes: Vec<Lane>,
     wait_when_full: bool,
+    router: Option<crate::config::Router>,
 }
 
 fn is_transient(e: &NotifyError) -> bool {
@@ -291,13 +292,25 @@ impl Dispatcher {
         Dispatcher {
             lanes,
             wait_when_full,
+            router: None,
         }
     }
 
-    /// Queues a notification for every receiver.
+    /// Sends each notification only to the receivers its route selects
+    /// (receiver indices in the order given at construction).
+    pub fn set_router(&mut self, router: crate::config::Router) {
+        self.router = Some(router);
+    }
+
+    /// Queues a notification for the receivers its route selects (every
+    /// receiver when there is no router).
     pub async fn dispatch(&self, n: Notification) {
+        let targets: Option<Vec<usize>> = self.router.as_ref().map(|r| r.select(&n));
         let n = Arc::new(n);
-        for lane in &self.lanes {
+        for (li, lane) in self.lanes.iter().enumerate() {
+            if targets.as_ref().is_some_and(|t| !t.contains(&li)) {
+                continue;
+            }
             loop {
                 let space = lane.shared.space.notified();
                 {
