@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
 
 /// Notification state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AlertState {
     /// The condition holds (first notification or a repeat).
@@ -25,7 +25,7 @@ pub enum AlertState {
 }
 
 /// A group and its match count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct TopGroup {
     /// Group name.
     pub group: String,
@@ -34,7 +34,7 @@ pub struct TopGroup {
 }
 
 /// What receivers get: the documented NDJSON schema.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Notification {
     /// `firing` or `resolved`.
     pub state: AlertState,

@@ -482,8 +482,23 @@ fn receivers(p: &PipelineArgs) -> Result<Receivers> {
     })
 }
 
-fn dispatcher(r: Receivers, wait_when_full: bool) -> (Dispatcher, Vec<Arc<Alertmanager>>) {
-    let mut d = Dispatcher::new(r.all, DEFAULT_QUEUE, wait_when_full);
+fn dispatcher(
+    r: Receivers,
+    wait_when_full: bool,
+    state_dir: Option<&std::path::Path>,
+) -> (Dispatcher, Vec<Arc<Alertmanager>>) {
+    let lanes = r
+        .all
+        .into_iter()
+        .map(|recv| {
+            let cfg = sigwatch::notify::LaneConfig {
+                queue: DEFAULT_QUEUE,
+                ..recv.lane()
+            };
+            (recv, cfg)
+        })
+        .collect();
+    let mut d = Dispatcher::with_spool(lanes, wait_when_full, state_dir);
     if let Some(router) = r.router {
         d.set_router(router);
     }
@@ -537,7 +552,7 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
 
 async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
     let mut engine = build_engine(&p, false)?;
-    let (d, _) = dispatcher(receivers(&p)?, true);
+    let (d, _) = dispatcher(receivers(&p)?, true, None);
     let mut out = Vec::new();
     let mut inputs = Merged::open(&files)?;
     while let Some((source, line)) = inputs.next_line()? {
@@ -631,7 +646,7 @@ fn apply_config(a: &mut SourceArgs, config: &Option<PathBuf>) -> Result<()> {
 async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
     apply_config(&mut a, &p.config)?;
     let engine = build_engine(&p, true)?;
-    let (d, ams) = dispatcher(receivers(&p)?, false);
+    let (d, ams) = dispatcher(receivers(&p)?, false, a.state_dir.as_deref());
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);

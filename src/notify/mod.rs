@@ -157,6 +157,8 @@ struct LaneQueue {
 }
 
 struct LaneShared {
+    /// Where the queue is persisted (with `--state-dir`).
+    spool: Option<std::path::PathBuf>,
     q: std::sync::Mutex<LaneQueue>,
     wake: tokio::sync::Notify,
     space: tokio::sync::Notify,
@@ -175,6 +177,63 @@ pub struct Dispatcher {
     lanes: Vec<Lane>,
     wait_when_full: bool,
     router: Option<crate::config::Router>,
+}
+
+/// The spool file of a receiver: its name made file-safe.
+pub fn spool_path(dir: &std::path::Path, receiver: &str) -> std::path::PathBuf {
+    let safe: String = receiver
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join("spool").join(format!("{safe}.json"))
+}
+
+/// Loads a spool file (missing: empty; unreadable: logged, empty).
+fn load_spool(path: &std::path::Path) -> Vec<Notification> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t).unwrap_or_else(|e| {
+            tracing::error!(path = %path.display(), error = %e, "Spool unreadable; starting with an empty queue.");
+            Vec::new()
+        }),
+        Err(_) => Vec::new(),
+    }
+}
+
+impl LaneShared {
+    /// Writes the queue to the spool, atomically (temp file + rename), so a
+    /// crash at any moment leaves either the old or the new queue on disk.
+    fn persist(&self) {
+        let Some(path) = &self.spool else { return };
+        let items: Vec<Arc<Notification>> = match self.q.lock() {
+            Ok(q) => q
+                .order
+                .iter()
+                .filter_map(|fp| q.items.get(fp).cloned())
+                .collect(),
+            Err(_) => return,
+        };
+        let write = || -> std::io::Result<()> {
+            if let Some(d) = path.parent() {
+                std::fs::create_dir_all(d)?;
+            }
+            let tmp = path.with_extension("json.tmp");
+            let plain: Vec<&Notification> = items.iter().map(|a| a.as_ref()).collect();
+            std::fs::write(
+                &tmp,
+                serde_json::to_vec(&plain).map_err(std::io::Error::other)?,
+            )?;
+            std::fs::rename(&tmp, path)
+        };
+        if let Err(e) = write() {
+            tracing::error!(path = %path.display(), error = %e, "Cannot write the spool; undelivered notifications are only in memory.");
+        }
+    }
 }
 
 fn is_transient(e: &NotifyError) -> bool {
@@ -235,6 +294,7 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
                     q.order.retain(|f| f != &fp);
                 }
             }
+            shared.persist();
             shared.space.notify_waiters();
         } else {
             let base = Duration::from_millis(500)
@@ -270,11 +330,41 @@ impl Dispatcher {
         receivers: Vec<(Arc<dyn Receiver>, LaneConfig)>,
         wait_when_full: bool,
     ) -> Dispatcher {
+        Dispatcher::with_spool(receivers, wait_when_full, None)
+    }
+
+    /// Like [`Dispatcher::with_lanes`], persisting each lane's queue under
+    /// `state_dir/spool/` and first re-queueing what a previous run left
+    /// there, so a restart (even kill -9) loses no undelivered notification.
+    pub fn with_spool(
+        receivers: Vec<(Arc<dyn Receiver>, LaneConfig)>,
+        wait_when_full: bool,
+        state_dir: Option<&std::path::Path>,
+    ) -> Dispatcher {
         let lanes = receivers
             .into_iter()
             .map(|(r, cfg)| {
+                let spool = state_dir.map(|d| spool_path(d, r.name()));
+                let mut queue = LaneQueue::default();
+                if let Some(path) = &spool {
+                    let left = load_spool(path);
+                    if !left.is_empty() {
+                        tracing::info!(
+                            receiver = r.name(),
+                            notifications = left.len(),
+                            "Re-queueing notifications spooled by a previous run."
+                        );
+                    }
+                    for n in left {
+                        if !queue.items.contains_key(&n.fingerprint) {
+                            queue.order.push_back(n.fingerprint.clone());
+                        }
+                        queue.items.insert(n.fingerprint.clone(), Arc::new(n));
+                    }
+                }
                 let shared = Arc::new(LaneShared {
-                    q: std::sync::Mutex::new(LaneQueue::default()),
+                    spool,
+                    q: std::sync::Mutex::new(queue),
                     wake: tokio::sync::Notify::new(),
                     space: tokio::sync::Notify::new(),
                     stats: DeliveryStats::default(),
@@ -342,6 +432,7 @@ impl Dispatcher {
                 }
                 space.await;
             }
+            lane.shared.persist();
             lane.shared.wake.notify_one();
         }
     }
@@ -363,8 +454,8 @@ impl Dispatcher {
     }
 
     /// Closes the queues and waits up to `timeout` for them to drain. What is
-    /// left is counted as dropped and logged; returns the receivers that did
-    /// not finish in time.
+    /// left stays in the spool (or, without one, is counted as dropped) and is
+    /// logged; returns the receivers that did not finish in time.
     pub async fn shutdown(self, timeout: Duration) -> Vec<String> {
         let deadline = tokio::time::Instant::now() + timeout;
         for lane in &self.lanes {
@@ -381,8 +472,12 @@ impl Dispatcher {
             {
                 lane.task.abort();
                 let left = lane.shared.q.lock().map(|q| q.order.len()).unwrap_or(0) as u64;
-                lane.shared.stats.dropped.fetch_add(left, Ordering::Relaxed);
-                tracing::warn!(receiver = %lane.name, left, "Shutdown timeout: undelivered notifications dropped.");
+                if lane.shared.spool.is_some() {
+                    tracing::warn!(receiver = %lane.name, left, "Shutdown timeout: undelivered notifications stay in the spool for the next start.");
+                } else {
+                    lane.shared.stats.dropped.fetch_add(left, Ordering::Relaxed);
+                    tracing::warn!(receiver = %lane.name, left, "Shutdown timeout: undelivered notifications dropped (no --state-dir spool).");
+                }
                 unfinished.push(lane.name);
             }
         }
@@ -518,6 +613,58 @@ mod tests {
         assert!(
             times[23].duration_since(times[0]) >= Duration::from_millis(900),
             "24 at 20/s with a burst of 4 take ≥ 1 s"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_spool_survives_a_crash_and_delivers_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let down = Probe::new(true);
+        down.down.store(true, Ordering::SeqCst);
+        let cfg = LaneConfig {
+            max_backoff: Duration::from_millis(100),
+            ..LaneConfig::default()
+        };
+        let d = Dispatcher::with_spool(vec![(down.clone(), cfg)], false, Some(dir.path()));
+        for i in 0..3 {
+            d.dispatch(note(i)).await;
+        }
+        let mut resolved = note(1);
+        resolved.state = AlertState::Resolved;
+        d.dispatch(resolved).await;
+        // A crash: the lanes are aborted, nothing is drained.
+        for lane in &d.lanes {
+            lane.task.abort();
+        }
+        drop(d);
+        let path = spool_path(dir.path(), "probe");
+        assert_eq!(load_spool(&path).len(), 3, "on disk before any delivery");
+        // Restart with the receiver up: each spooled alert is delivered once.
+        let up = Probe::new(true);
+        let d = Dispatcher::with_spool(
+            vec![(up.clone(), LaneConfig::default())],
+            false,
+            Some(dir.path()),
+        );
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        let got: Vec<(String, AlertState)> = up
+            .got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|g| (g.0.clone(), g.1))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("fp0".into(), AlertState::Firing),
+                ("fp1".into(), AlertState::Resolved),
+                ("fp2".into(), AlertState::Firing)
+            ]
+        );
+        assert!(
+            load_spool(&path).is_empty(),
+            "delivered notifications leave the spool"
         );
     }
 
