@@ -93,6 +93,44 @@ struct Tracked {
     phase: Phase,
     inactive_since: Option<i64>,
     evidence: Evidence,
+    /// Adopted from a previous run's state: `Some(i64::MIN)` until the
+    /// first evaluation, then the event time its grace period started.
+    adopted: Option<i64>,
+}
+
+/// A firing alert as saved across restarts.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SavedAlert {
+    /// Rule id.
+    pub rule: String,
+    /// Group key.
+    pub group: String,
+    /// When it started firing (event time, ns).
+    pub starts_at: i64,
+    /// When it was last notified (event time, ns).
+    pub notified_at: i64,
+}
+
+/// What a restart carries over: firing alerts and streams' sticky values.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct SavedState {
+    /// Firing alerts.
+    pub alerts: Vec<SavedAlert>,
+    /// Stream key → sticky (field, value) pairs.
+    #[serde(default)]
+    pub sticky: Vec<(String, Vec<(String, String)>)>,
+}
+
+/// How long an adopted alert waits for its condition to be seen again
+/// before it resolves: the time a fresh detector needs to re-establish it,
+/// plus the rule's hold and resolve times.
+pub fn adoption_grace(rule: &Rule) -> i64 {
+    let extra = match &rule.detect {
+        crate::rules::Detect::Persist(p) => p.for_.ns(),
+        crate::rules::Detect::Absent(a) => a.for_.ns(),
+        _ => 0,
+    };
+    rule.detect.window().ns() + extra + rule.for_ + rule.resolve_after
 }
 
 /// Counters of the alert stage.
@@ -149,8 +187,11 @@ impl Alerts {
                     phase: Phase::Pending { since: s.since },
                     inactive_since: None,
                     evidence: Evidence::default(),
+                    adopted: None,
                 });
                 t.inactive_since = None;
+                // Seen again after a restart: it simply goes on firing.
+                t.adopted = None;
                 match t.phase {
                     Phase::Pending { since } => {
                         if s.support - since >= rule.for_ {
@@ -221,13 +262,21 @@ impl Alerts {
         if rule.resolve_on.is_some() {
             return;
         }
+        let grace = adoption_grace(rule);
+        for ((r, _), t) in self.map.iter_mut() {
+            if *r == ri && t.adopted == Some(i64::MIN) {
+                t.adopted = Some(now);
+            }
+        }
         let mut due: Vec<String> = self
             .map
             .iter()
             .filter(|((r, _), t)| {
                 *r == ri
-                    && t.inactive_since
+                    && (t
+                        .inactive_since
                         .is_some_and(|s| now - s >= rule.resolve_after)
+                        || t.adopted.is_some_and(|a| a != i64::MIN && now - a >= grace))
             })
             .map(|((_, k), _)| k.clone())
             .collect();
@@ -235,6 +284,47 @@ impl Alerts {
         for key in due {
             self.resolve(ri, rule, &key, now, out);
         }
+    }
+
+    /// The firing alerts, to save across a restart.
+    pub fn snapshot(&self, rules: &[Rule]) -> Vec<SavedAlert> {
+        let mut v: Vec<SavedAlert> = self
+            .map
+            .iter()
+            .filter_map(|((ri, key), t)| match t.phase {
+                Phase::Firing {
+                    starts_at,
+                    notified_at,
+                } => Some(SavedAlert {
+                    rule: rules.get(*ri)?.id.clone(),
+                    group: key.clone(),
+                    starts_at,
+                    notified_at,
+                }),
+                Phase::Pending { .. } => None,
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.rule, &a.group).cmp(&(&b.rule, &b.group)));
+        v
+    }
+
+    /// Takes over an alert that a previous run had firing and delivered: it
+    /// is firing again at once, without a notification. If its condition is
+    /// seen again it goes on as usual; if not within [`adoption_grace`], it
+    /// resolves (and that is notified).
+    pub fn adopt(&mut self, ri: usize, key: &str, starts_at: i64, notified_at: i64) {
+        self.map.insert(
+            (ri, key.to_string()),
+            Tracked {
+                phase: Phase::Firing {
+                    starts_at,
+                    notified_at,
+                },
+                inactive_since: None,
+                evidence: Evidence::default(),
+                adopted: Some(i64::MIN),
+            },
+        );
     }
 
     /// Resolves one alert now (also used by `resolve_on`). Returns whether

@@ -645,7 +645,17 @@ fn apply_config(a: &mut SourceArgs, config: &Option<PathBuf>) -> Result<()> {
 
 async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
     apply_config(&mut a, &p.config)?;
-    let engine = build_engine(&p, true)?;
+    let mut engine = build_engine(&p, true)?;
+    if let Some(dir) = &a.state_dir {
+        let state = load_state(dir)?;
+        let adopted = engine.restore(state);
+        if adopted > 0 {
+            tracing::info!(
+                adopted,
+                "Alerts firing before the restart adopted; they will not page again."
+            );
+        }
+    }
     let (d, ams) = dispatcher(receivers(&p)?, false, a.state_dir.as_deref());
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
@@ -713,6 +723,7 @@ async fn drive(
     // (newest event time, wall time when it was seen): idle time advances event time.
     let mut clock: Option<(i64, i64)> = None;
     let mut newest_entry: Option<i64> = None;
+    let mut saved = sigwatch::alert::SavedState::default();
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         tokio::select! {
@@ -783,6 +794,11 @@ async fn drive(
             }
         }
         deliver(&d, &mut out).await;
+        // After every step, so an alert delivered just before a kill -9 is
+        // already saved (cheap: written only when it changed).
+        if let Some(dir) = &a.state_dir {
+            save_state(dir, &engine, &mut saved);
+        }
     }
     if let Some(n) = newest_entry {
         tracing::info!(
@@ -790,8 +806,39 @@ async fn drive(
             "Loki consumer stopped."
         );
     }
+    if let Some(dir) = &a.state_dir {
+        save_state(dir, &engine, &mut saved);
+    }
     finish(&p, &engine, d).await;
     Ok(())
+}
+
+/// Reads `state-dir/state.json` (missing: a fresh start).
+fn load_state(dir: &std::path::Path) -> Result<sigwatch::alert::SavedState> {
+    let p = dir.join("state.json");
+    match std::fs::read_to_string(&p) {
+        Ok(t) => serde_json::from_str(&t)
+            .with_context(|| format!("{} is corrupt; move it away to start fresh", p.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+    }
+}
+
+/// Saves firing alerts and sticky values when they changed, atomically.
+fn save_state(dir: &std::path::Path, engine: &Engine, last: &mut sigwatch::alert::SavedState) {
+    let now = engine.saved_state();
+    if now == *last {
+        return;
+    }
+    let p = dir.join("state.json");
+    let tmp = dir.join("state.json.tmp");
+    let res = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, serde_json::to_vec(&now).unwrap_or_default()))
+        .and_then(|()| std::fs::rename(&tmp, &p));
+    match res {
+        Ok(()) => *last = now,
+        Err(e) => tracing::error!(path = %p.display(), error = %e, "Cannot save the alert state."),
+    }
 }
 
 async fn shutdown_signal() {

@@ -315,3 +315,75 @@ fn same_incident_through_fluent_bit_envelopes() {
     assert_eq!(set_of(&out), expected("livekit-redis-outage.log"));
     assert_eq!(stats.decode.multiplexed_streams, 0);
 }
+
+#[test]
+fn a_restart_mid_incident_neither_pages_again_nor_loses_alerts() {
+    let lines = lines_of("livekit-redis-outage.log");
+    let set = sigwatch::rules::load_builtin().unwrap();
+    let src = Source::named("fixture");
+    // First run, until every drain_stuck alert has fired.
+    let mut first = Engine::new(set.clone(), Options::default()).unwrap();
+    let mut a = Vec::new();
+    let mut split = 0;
+    for (i, l) in lines.iter().enumerate() {
+        first.push_line(&src, l, None, &mut a);
+        if a.iter().filter(|n| n.rule == "livekit.drain_stuck").count() == 6 {
+            split = i + 1;
+            break;
+        }
+    }
+    assert!(
+        split > 0 && split < lines.len() - 100,
+        "the incident goes on after the restart"
+    );
+    let saved = first.saved_state();
+    let firing: BTreeSet<(String, String)> = saved
+        .alerts
+        .iter()
+        .map(|s| (s.rule.clone(), s.group.clone()))
+        .collect();
+    assert!(firing.len() >= 12, "{firing:?}");
+    assert_eq!(saved.sticky.len(), 6, "each pod's nodeID");
+    // The saved state survives serialisation, as on disk.
+    let saved: sigwatch::alert::SavedState =
+        serde_json::from_str(&serde_json::to_string(&saved).unwrap()).unwrap();
+
+    let rest = |adopt: bool| {
+        let mut e = Engine::new(set.clone(), Options::default()).unwrap();
+        if adopt {
+            assert_eq!(e.restore(saved.clone()), saved.alerts.len());
+        }
+        let mut out = Vec::new();
+        for l in &lines[split..] {
+            e.push_line(&src, l, None, &mut out);
+        }
+        e.finish(&mut out);
+        out
+    };
+    // A page for an alert already firing, under its own name or (sticky
+    // nodeID lost) its pod's.
+    let repaged = |out: &[Notification]| -> Vec<(String, String)> {
+        out.iter()
+            .filter(|n| n.state == sigwatch::alert::AlertState::Firing && !n.repeat)
+            .map(|n| (n.rule.clone(), n.group.clone()))
+            .collect()
+    };
+    let without = rest(false);
+    assert!(
+        !repaged(&without).is_empty(),
+        "without saved state the restart pages again (the test has teeth)"
+    );
+    let with = rest(true);
+    assert!(
+        repaged(&with).is_empty(),
+        "paged again: {:?}",
+        repaged(&with)
+    );
+    // Nothing lost: the union of both runs has every expected alert.
+    let all: BTreeSet<String> = set_of(&a).union(&set_of(&with)).cloned().collect();
+    for want in expected("livekit-redis-outage.log") {
+        if want.starts_with("firing") {
+            assert!(all.contains(&want), "lost {want}");
+        }
+    }
+}

@@ -283,6 +283,9 @@ pub struct Decoder {
     time_slots: Vec<usize>,
     sticky_slots: Vec<(usize, String)>,
     key_buf: String,
+    /// Sticky values saved by a previous run, applied when their stream
+    /// reappears.
+    restored: std::collections::HashMap<String, Vec<(String, String)>>,
     /// Lines produced by splitting one input line (List items): (stream, text).
     queued: std::collections::VecDeque<(Arc<str>, usize, String)>,
     last_time: Option<i64>,
@@ -336,6 +339,7 @@ impl Decoder {
             sticky_slots,
             key_buf: String::new(),
             queued: Default::default(),
+            restored: Default::default(),
             last_time: None,
             live,
             stats: DecodeStats::default(),
@@ -625,7 +629,12 @@ impl Decoder {
             }
         }
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
+        let sticky = self
+            .restored
+            .remove(self.key_buf.as_str())
+            .unwrap_or_default();
         let state = StreamState {
+            sticky,
             key: Some(key.clone()),
             prefixed: prefix.is_some(),
             labels: Arc::new(labels),
@@ -783,6 +792,26 @@ impl Decoder {
             sticky,
             malformed: pl.malformed,
         }
+    }
+
+    /// Sticky values of every stream that does not mix producers, to save
+    /// across a restart (a Loki consumer resumes after the startup lines
+    /// that declared them).
+    pub fn sticky_snapshot(&self) -> Vec<(String, Vec<(String, String)>)> {
+        let mut v: Vec<(String, Vec<(String, String)>)> = self
+            .slab
+            .iter()
+            .filter(|s| !s.multiplexed && !s.sticky.is_empty())
+            .filter_map(|s| Some((s.key.as_deref()?.to_string(), s.sticky.clone())))
+            .collect();
+        v.extend(self.restored.iter().map(|(k, s)| (k.clone(), s.clone())));
+        v.sort();
+        v
+    }
+
+    /// Restores sticky values saved by a previous run.
+    pub fn restore_sticky(&mut self, saved: Vec<(String, Vec<(String, String)>)>) {
+        self.restored.extend(saved);
     }
 
     /// Counts a malformed line found by the cheap path.
