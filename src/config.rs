@@ -105,6 +105,10 @@ pub struct ReceiverSpec {
     /// PagerDuty Events v2.
     #[serde(default)]
     pub pagerduty: Option<PagerDutySpec>,
+    /// Another receiver that also gets this one's notifications after
+    /// repeated failures.
+    #[serde(default)]
+    pub fallback: Option<String>,
 }
 
 /// A kind with no settings.
@@ -186,6 +190,12 @@ pub struct Router {
 }
 
 impl Router {
+    /// A router that sends everything to these receivers only.
+    pub fn with_always(mut self, always: Vec<usize>) -> Router {
+        self.always = always;
+        self
+    }
+
     /// Compiles routes against receiver names (in lane order).
     pub fn new(
         names: &[String],
@@ -349,6 +359,21 @@ pub fn parse(name: &str, text: &str) -> Result<Config, ConfigError> {
         }
     }
     let names: Vec<String> = c.receivers.iter().map(|r| r.name.clone()).collect();
+    for r in &c.receivers {
+        if let Some(f) = &r.fallback {
+            if !names.contains(f) || f == &r.name {
+                return Err(ConfigError::At {
+                    path: name.to_string(),
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "receiver {:?}: fallback {f:?} is not another receiver",
+                        r.name
+                    ),
+                });
+            }
+        }
+    }
     Router::new(&names, &c.routes, &c.default).map_err(|message| ConfigError::At {
         path: name.to_string(),
         line: 1,

@@ -358,6 +358,8 @@ struct Receivers {
     all: Vec<Arc<dyn Receiver>>,
     alertmanagers: Vec<Arc<Alertmanager>>,
     router: Option<Router>,
+    /// (primary, fallback) receiver indices.
+    fallbacks: Vec<(usize, usize)>,
 }
 
 /// A receiver built from the configuration, and itself again if it is an
@@ -418,6 +420,7 @@ fn receivers(p: &PipelineArgs) -> Result<Receivers> {
     let mut all: Vec<Arc<dyn Receiver>> = Vec::new();
     let mut alertmanagers = Vec::new();
     let mut router = None;
+    let mut fallbacks = Vec::new();
     if let Some(path) = &p.config {
         let c = sigwatch::config::load(path)?;
         if !c.receivers.is_empty() {
@@ -432,6 +435,15 @@ fn receivers(p: &PipelineArgs) -> Result<Receivers> {
                 Router::new(&names, &c.routes, &c.default)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
             );
+            for (i, r) in c.receivers.iter().enumerate() {
+                if let Some(f) = r
+                    .fallback
+                    .as_ref()
+                    .and_then(|f| names.iter().position(|n| n == f))
+                {
+                    fallbacks.push((i, f));
+                }
+            }
         }
     }
     // Command-line receivers get every notification, whatever the routes.
@@ -479,6 +491,7 @@ fn receivers(p: &PipelineArgs) -> Result<Receivers> {
         all,
         alertmanagers,
         router,
+        fallbacks,
     })
 }
 
@@ -499,6 +512,9 @@ fn dispatcher(
         })
         .collect();
     let mut d = Dispatcher::with_spool(lanes, wait_when_full, state_dir);
+    for (primary, fallback) in r.fallbacks {
+        d.set_fallback(primary, fallback);
+    }
     if let Some(router) = r.router {
         d.set_router(router);
     }

@@ -157,8 +157,12 @@ struct LaneQueue {
 }
 
 struct LaneShared {
+    name: String,
+    cap: usize,
     /// Where the queue is persisted (with `--state-dir`).
     spool: Option<std::path::PathBuf>,
+    /// The lane that takes over after repeated failures.
+    fallback: std::sync::OnceLock<Arc<LaneShared>>,
     q: std::sync::Mutex<LaneQueue>,
     wake: tokio::sync::Notify,
     space: tokio::sync::Notify,
@@ -167,7 +171,6 @@ struct LaneShared {
 
 struct Lane {
     name: String,
-    cfg: LaneConfig,
     shared: Arc<LaneShared>,
     task: JoinHandle<()>,
 }
@@ -205,7 +208,39 @@ fn load_spool(path: &std::path::Path) -> Vec<Notification> {
     }
 }
 
+/// Consecutive transient failures after which a notification is also
+/// handed to the receiver's fallback.
+pub const FALLBACK_AFTER: u32 = 5;
+
 impl LaneShared {
+    /// Queues a notification: a newer state replaces an undelivered older
+    /// one in place; when full, drops the oldest (if `drop_oldest`, counted
+    /// and logged) or returns false.
+    fn try_enqueue(&self, n: &Arc<Notification>, drop_oldest: bool) -> bool {
+        let Ok(mut q) = self.q.lock() else {
+            return true;
+        };
+        if let Some(slot) = q.items.get_mut(&n.fingerprint) {
+            *slot = n.clone();
+            self.stats.replaced.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        if q.order.len() >= self.cap.max(1) {
+            if !drop_oldest {
+                return false;
+            }
+            if let Some(old) = q.order.pop_front() {
+                if let Some(o) = q.items.remove(&old) {
+                    tracing::warn!(receiver = %self.name, rule = %o.rule, group = %o.group, reason = "queue full", "Oldest undelivered notification dropped.");
+                }
+                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        q.order.push_back(n.fingerprint.clone());
+        q.items.insert(n.fingerprint.clone(), n.clone());
+        true
+    }
+
     /// Writes the queue to the spool, atomically (temp file + rename), so a
     /// crash at any moment leaves either the old or the new queue on disk.
     fn persist(&self) {
@@ -243,6 +278,7 @@ fn is_transient(e: &NotifyError) -> bool {
 async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneConfig) {
     let mut bucket = cfg.rate.map(|(rate, burst)| TokenBucket::new(rate, burst));
     let mut failures: u32 = 0;
+    let mut forwarded: Option<Arc<Notification>> = None;
     loop {
         let notified = shared.wake.notified();
         let head = {
@@ -276,6 +312,19 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
                 failures = failures.saturating_add(1);
                 if failures == 1 || failures.is_power_of_two() {
                     tracing::warn!(receiver = r.name(), error = %e, failures, "Receiver failing; retrying with backoff, nothing dropped.");
+                }
+                if failures >= FALLBACK_AFTER
+                    && !forwarded.as_ref().is_some_and(|f| Arc::ptr_eq(f, &n))
+                {
+                    if let Some(fb) = shared.fallback.get() {
+                        // The primary stays queued and retried; the fallback
+                        // makes sure someone hears about it meanwhile.
+                        fb.try_enqueue(&n, true);
+                        fb.persist();
+                        fb.wake.notify_one();
+                        forwarded = Some(n.clone());
+                        tracing::warn!(receiver = r.name(), fallback = %fb.name, rule = %n.rule, group = %n.group, "Receiver keeps failing; notification handed to the fallback.");
+                    }
                 }
                 false
             }
@@ -363,6 +412,9 @@ impl Dispatcher {
                     }
                 }
                 let shared = Arc::new(LaneShared {
+                    name: r.name().to_string(),
+                    cap: cfg.queue,
+                    fallback: std::sync::OnceLock::new(),
                     spool,
                     q: std::sync::Mutex::new(queue),
                     wake: tokio::sync::Notify::new(),
@@ -371,18 +423,24 @@ impl Dispatcher {
                 });
                 let name = r.name().to_string();
                 let task = tokio::spawn(lane_worker(r, shared.clone(), cfg));
-                Lane {
-                    name,
-                    cfg,
-                    shared,
-                    task,
-                }
+                Lane { name, shared, task }
             })
             .collect();
         Dispatcher {
             lanes,
             wait_when_full,
             router: None,
+        }
+    }
+
+    /// After [`FALLBACK_AFTER`] consecutive failures of receiver `primary`,
+    /// its notifications also go to receiver `fallback` (indices in the
+    /// order given at construction).
+    pub fn set_fallback(&self, primary: usize, fallback: usize) {
+        if let (Some(p), Some(f)) = (self.lanes.get(primary), self.lanes.get(fallback)) {
+            if primary != fallback {
+                let _ = p.shared.fallback.set(f.shared.clone());
+            }
         }
     }
 
@@ -403,32 +461,8 @@ impl Dispatcher {
             }
             loop {
                 let space = lane.shared.space.notified();
-                {
-                    let Ok(mut q) = lane.shared.q.lock() else {
-                        break;
-                    };
-                    if let Some(slot) = q.items.get_mut(&n.fingerprint) {
-                        // A newer state replaces the undelivered older one, in place.
-                        *slot = n.clone();
-                        lane.shared.stats.replaced.fetch_add(1, Ordering::Relaxed);
-                        break;
-                    }
-                    if q.order.len() < lane.cfg.queue.max(1) {
-                        q.order.push_back(n.fingerprint.clone());
-                        q.items.insert(n.fingerprint.clone(), n.clone());
-                        break;
-                    }
-                    if !self.wait_when_full {
-                        if let Some(old) = q.order.pop_front() {
-                            if let Some(o) = q.items.remove(&old) {
-                                tracing::warn!(receiver = %lane.name, rule = %o.rule, group = %o.group, reason = "queue full", "Oldest undelivered notification dropped.");
-                            }
-                            lane.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                        }
-                        q.order.push_back(n.fingerprint.clone());
-                        q.items.insert(n.fingerprint.clone(), n.clone());
-                        break;
-                    }
+                if lane.shared.try_enqueue(&n, !self.wait_when_full) {
+                    break;
                 }
                 space.await;
             }
@@ -666,6 +700,39 @@ mod tests {
             load_spool(&path).is_empty(),
             "delivered notifications leave the spool"
         );
+    }
+
+    #[tokio::test]
+    async fn a_failing_receiver_hands_over_to_its_fallback() {
+        let primary = Probe::new(true);
+        primary.down.store(true, Ordering::SeqCst);
+        let fallback = Probe::new(true);
+        let fast = LaneConfig {
+            max_backoff: Duration::from_millis(20),
+            ..LaneConfig::default()
+        };
+        let mut d = Dispatcher::with_lanes(
+            vec![(primary.clone(), fast), (fallback.clone(), fast)],
+            false,
+        );
+        d.set_fallback(0, 1);
+        d.set_router(crate::config::Router::default().with_always(vec![0]));
+        d.dispatch(note(7)).await;
+        for _ in 0..100 {
+            if !fallback.got.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(fallback.got.lock().unwrap().len(), 1, "handed over once");
+        primary.down.store(false, Ordering::SeqCst);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        assert_eq!(
+            primary.got.lock().unwrap().len(),
+            1,
+            "the primary still gets it when it recovers"
+        );
+        assert_eq!(fallback.got.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]
