@@ -174,3 +174,43 @@ async fn webhooks_are_signed_and_carry_extra_headers() {
     assert_eq!(headers["authorization"], "Bearer abc");
     assert_ne!(signature("other", body), signature("s3cret", body));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_receiver_times_out_and_is_retried_within_bounds() {
+    let hits = Arc::new(Mutex::new(0usize));
+    let h = hits.clone();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::post(move || {
+            let h = h.clone();
+            async move {
+                *h.lock().unwrap() += 1;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    let mut cfg = WebhookConfig::new(&format!("http://{addr}/"));
+    cfg.timeout = Duration::from_millis(300);
+    cfg.retries = 2;
+    cfg.backoff = Duration::from_millis(100);
+    let r = Webhook::new(cfg).unwrap();
+    let start = Instant::now();
+    match r.send(&note(AlertState::Firing)).await {
+        Err(NotifyError::Exhausted {
+            attempts: 3,
+            reason,
+            ..
+        }) => assert_eq!(reason, "timeout"),
+        other => panic!("{other:?}"),
+    }
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "3 × 300 ms + backoff, not 30 s: {took:?}"
+    );
+    assert_eq!(*hits.lock().unwrap(), 3);
+}
