@@ -141,16 +141,9 @@ pub struct Payload {
 }
 
 const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log"];
-const TIME_KEYS: &[&str] = &[
-    "ts",
-    "time",
-    "timestamp",
-    "@timestamp",
-    "eventTime",
-    "lastTimestamp",
-    // Fluent Bit's record time (float epoch), last: apps rarely use it.
-    "date",
-];
+/// Time keys of structured lines, in order of preference (journald's
+/// microsecond `__REALTIME_TIMESTAMP`, first in the list, is read apart).
+const TIME_KEYS: &[&str] = super::keys::TIME_FIELDS.split_at(1).1;
 const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
 
 /// Decodes a payload. `reference` is a nearby known time used to complete
@@ -570,17 +563,9 @@ pub fn quick_get<'a>(text: &'a str, key: &str) -> Option<Cow<'a, str>> {
             if !matches!(before, b'{' | b',' | b' ' | b'\t') {
                 continue;
             }
-            let mut j = end + 1;
-            while bytes.get(j).is_some_and(|b| *b == b' ') {
-                j += 1;
-            }
-            if bytes.get(j) != Some(&b':') {
+            let Some(j) = after_colon(bytes, end + 1) else {
                 continue;
-            }
-            j += 1;
-            while bytes.get(j).is_some_and(|b| *b == b' ') {
-                j += 1;
-            }
+            };
             return json_scalar_at(text, j);
         }
         // A key inside a JSON string (an envelope): \"key\":\"value\".
@@ -651,18 +636,10 @@ fn quick_object<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let pat = format!("\"{key}\"");
     let mut from = 0;
     while let Some(off) = memchr::memmem::find(&bytes[from..], pat.as_bytes()) {
-        let mut j = from + off + pat.len();
-        from = j;
-        while bytes.get(j).is_some_and(|b| *b == b' ') {
-            j += 1;
-        }
-        if bytes.get(j) != Some(&b':') {
+        from = from + off + pat.len();
+        let Some(j) = after_colon(bytes, from) else {
             continue;
-        }
-        j += 1;
-        while bytes.get(j).is_some_and(|b| *b == b' ') {
-            j += 1;
-        }
+        };
         if bytes.get(j) != Some(&b'{') {
             continue;
         }
@@ -704,6 +681,22 @@ pub fn quoted_end(b: &[u8], start: usize) -> (usize, bool) {
         }
     }
     (k.min(b.len()), escaped)
+}
+
+/// After a JSON key ending at `j`: skips spaces, a ':', spaces; the index
+/// of the value, or None when no ':' follows.
+fn after_colon(bytes: &[u8], mut j: usize) -> Option<usize> {
+    while bytes.get(j).is_some_and(|b| *b == b' ') {
+        j += 1;
+    }
+    if bytes.get(j) != Some(&b':') {
+        return None;
+    }
+    j += 1;
+    while bytes.get(j).is_some_and(|b| *b == b' ') {
+        j += 1;
+    }
+    Some(j)
 }
 
 fn json_scalar_at(text: &str, j: usize) -> Option<Cow<'_, str>> {

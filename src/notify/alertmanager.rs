@@ -106,11 +106,7 @@ impl Alertmanager {
             }
             hosts.push(url.host_str().unwrap_or("?").to_string());
         }
-        let client = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .user_agent(concat!("sigwatch/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| NotifyError::Config(format!("cannot build HTTP client: {e}")))?;
+        let client = super::http::client(cfg.timeout)?;
         let name = format!("alertmanager {}", hosts.join(","));
         Ok(Alertmanager {
             cfg,
@@ -190,58 +186,23 @@ impl Alertmanager {
     }
 
     async fn post_one(&self, base: &str, alerts: &[serde_json::Value]) -> Result<(), NotifyError> {
-        let url = format!("{base}/api/v2/alerts");
-        let mut last = String::new();
-        for attempt in 0..=self.cfg.retries {
-            match self.client.post(&url).json(alerts).send().await {
-                Ok(resp) => {
-                    let status = resp.status();
-                    if status.is_success() {
-                        return Ok(());
-                    }
-                    let body: String = resp
-                        .text()
-                        .await
-                        .unwrap_or_default()
-                        .chars()
-                        .take(300)
-                        .collect();
-                    let code = status.as_u16();
-                    if code == 400 {
-                        // Partial accept: valid alerts of the batch were stored;
-                        // the invalid ones will not become valid by retrying.
-                        return Err(NotifyError::Rejected {
-                            receiver: self.name.clone(),
-                            status: code,
-                            body,
-                        });
-                    }
-                    if !(status.is_server_error() || code == 429 || code == 408) {
-                        return Err(NotifyError::Rejected {
-                            receiver: self.name.clone(),
-                            status: code,
-                            body,
-                        });
-                    }
-                    last = format!("HTTP {code}");
-                }
-                Err(e) => {
-                    last = if e.is_timeout() {
-                        "timeout".into()
-                    } else {
-                        e.without_url().to_string()
-                    }
-                }
-            }
-            if attempt < self.cfg.retries {
-                tokio::time::sleep(Duration::from_millis(250u64 << attempt.min(6))).await;
-            }
-        }
-        Err(NotifyError::Exhausted {
-            receiver: self.name.clone(),
-            attempts: self.cfg.retries + 1,
-            reason: last,
-        })
+        // A 400 is final: Alertmanager stores the valid alerts of a batch
+        // even then, and the invalid ones will not become valid by retrying.
+        let body = serde_json::to_vec(alerts).map_err(|e| NotifyError::Config(e.to_string()))?;
+        let policy = super::http::RetryPolicy {
+            retries: self.cfg.retries,
+            backoff: Duration::from_millis(250),
+            ..Default::default()
+        };
+        super::http::post(
+            &self.client,
+            &self.name,
+            &format!("{base}/api/v2/alerts"),
+            body,
+            &[],
+            &policy,
+        )
+        .await
     }
 
     /// Re-sends what Alertmanager must keep hearing about: firing alerts
