@@ -16,6 +16,7 @@ pub mod detect;
 pub mod matcher;
 pub mod notify;
 pub mod rules;
+pub mod server;
 pub mod source;
 
 use alert::{Alerts, Notification};
@@ -94,6 +95,8 @@ pub struct Engine {
     last_tick: i64,
     statuses: Vec<Status>,
     stats: Stats,
+    /// Confirmed matches per rule.
+    rule_hits: Vec<u64>,
 }
 
 /// The tick granularity of evaluation in event time (1 s).
@@ -165,6 +168,7 @@ impl Engine {
             last_tick: i64::MIN,
             statuses: Vec::new(),
             stats: Stats::default(),
+            rule_hits: Vec::new(),
         })
     }
 
@@ -223,6 +227,22 @@ impl Engine {
             }
         }
         n
+    }
+
+    /// Per rule: (id, confirmed matches, groups evicted by `max_groups`).
+    pub fn rule_stats(&self) -> Vec<(String, u64, u64)> {
+        self.rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.id.clone(),
+                    self.rule_hits.get(i).copied().unwrap_or(0),
+                    self.detectors[i].evicted(),
+                )
+            })
+            .collect()
     }
 
     /// Number of alerts firing now.
@@ -376,6 +396,10 @@ impl Engine {
             }
             Role::Primary | Role::Then => {
                 self.stats.hits += 1;
+                if self.rule_hits.len() <= ri {
+                    self.rule_hits.resize(ri + 1, 0);
+                }
+                self.rule_hits[ri] += 1;
                 let step = if role == Role::Then {
                     Step::Then
                 } else {

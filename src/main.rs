@@ -12,6 +12,7 @@ use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
 use sigwatch::rules::{self, duration::Dur, RuleSet};
+use sigwatch::server::{Snapshot, Telemetry};
 use sigwatch::source::file;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::tail::run_tail;
@@ -175,6 +176,9 @@ struct SourceArgs {
     /// Directory for checkpoints (Loki cursors, file offsets) that survive restarts.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Serve /healthz, /readyz and /metrics here ("none" to disable).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    listen: String,
     /// Follow log files matching this glob instead of stdin (repeatable),
     /// e.g. '/var/log/pods/*/*/*.log'.
     #[arg(long = "file", value_name = "GLOB")]
@@ -718,7 +722,29 @@ async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
         });
     }
     drop(tx);
-    drive(p, a, engine, d, rx, cursors).await
+    let telemetry = Arc::new(Telemetry::new());
+    telemetry.set_rules_loaded();
+    if a.listen != "none" {
+        let listener = tokio::net::TcpListener::bind(&a.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", a.listen))?;
+        tracing::info!(addr = %a.listen, "Serving /healthz, /readyz, /metrics.");
+        let t = telemetry.clone();
+        tokio::spawn(async move {
+            if let Err(e) = sigwatch::server::serve(listener, t).await {
+                tracing::error!(error = %e, "The health and metrics server stopped.");
+            }
+        });
+    }
+    match (&a.loki, a.files.is_empty()) {
+        (Some(url), _) => telemetry.set_source(
+            false,
+            &format!("loki {url}: waiting for the first successful poll"),
+        ),
+        (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
+        (None, true) => telemetry.set_source(true, "stdin"),
+    }
+    drive(p, a, engine, d, rx, cursors, telemetry).await
 }
 
 /// The live loop: feeds input to the engine, advances event time with the
@@ -731,6 +757,7 @@ async fn drive(
     d: Dispatcher,
     mut rx: tokio::sync::mpsc::Receiver<Input>,
     mut cursors: BTreeMap<String, i64>,
+    telemetry: Arc<Telemetry>,
 ) -> Result<()> {
     let stdin = Source::named("stdin");
     let mut out = Vec::new();
@@ -759,6 +786,9 @@ async fn drive(
                         chunk.arrival
                     }
                     Input::Loki(batch) => {
+                        if newest_entry.is_none() {
+                            telemetry.set_source(true, &format!("loki: query {} answering", batch.query));
+                        }
                         for e in &batch.entries {
                             let mut labels = e.labels.clone();
                             labels.extend(e.metadata.iter().cloned());
@@ -803,6 +833,13 @@ async fn drive(
                 if let Some((e, w)) = clock {
                     engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
                 }
+                telemetry.update(&Snapshot {
+                    stats: engine.stats(),
+                    rules: engine.rule_stats(),
+                    firing: engine.firing() as u64,
+                    receivers: d.snapshots(),
+                    loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
+                });
             },
             _ = &mut shutdown => {
                 tracing::info!("Signal received; shutting down.");
@@ -810,6 +847,7 @@ async fn drive(
             }
         }
         deliver(&d, &mut out).await;
+        telemetry.beat();
         // After every step, so an alert delivered just before a kill -9 is
         // already saved (cheap: written only when it changed).
         if let Some(dir) = &a.state_dir {

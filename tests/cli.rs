@@ -93,7 +93,7 @@ fn replay_prints_the_documented_schema() {
 #[test]
 fn run_from_a_pipe_matches_replay() {
     let mut child = Command::new(BIN)
-        .args(["run", "--log-level", "warn"])
+        .args(["run", "--listen", "none", "--log-level", "warn"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -118,7 +118,16 @@ fn run_resolves_on_idle_wall_clock_ticks() {
     let p = dir.path().join("r.yaml");
     std::fs::write(&p, "rules:\n  - id: t.one\n    title: one\n    severity: info\n    match: {contains: BOOM}\n    detect: {count: {window: 1s}}\n    resolve_after: 1s\n").unwrap();
     let mut child = Command::new(BIN)
-        .args(["run", "--log-level", "warn", "--lateness", "0s", "--rules"])
+        .args([
+            "run",
+            "--listen",
+            "none",
+            "--log-level",
+            "warn",
+            "--lateness",
+            "0s",
+            "--rules",
+        ])
         .arg(&p)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -302,7 +311,16 @@ fn run_follows_kubelet_log_files_and_resumes_from_offsets_after_kill_9() {
     let glob = format!("{}/pods/*/*/*.log", dir.path().display());
     let spawn = || {
         Command::new(BIN)
-            .args(["run", "--log-level", "warn", "--file", &glob, "--state-dir"])
+            .args([
+                "run",
+                "--listen",
+                "none",
+                "--log-level",
+                "warn",
+                "--file",
+                &glob,
+                "--state-dir",
+            ])
             .arg(&state)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -356,7 +374,7 @@ fn a_bad_config_file_is_a_located_error() {
     )
     .unwrap();
     let out = Command::new(BIN)
-        .args(["run", "--config"])
+        .args(["run", "--listen", "none", "--config"])
         .arg(&p)
         .stdin(Stdio::null())
         .output()

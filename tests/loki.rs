@@ -552,6 +552,8 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
             .args([
                 "run",
+                "--listen",
+                "none",
                 "--log-level",
                 "warn",
                 "--loki",

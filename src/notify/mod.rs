@@ -17,7 +17,7 @@ pub mod webhook;
 use crate::alert::Notification;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -163,6 +163,8 @@ struct LaneShared {
     spool: Option<std::path::PathBuf>,
     /// The lane that takes over after repeated failures.
     fallback: std::sync::OnceLock<Arc<LaneShared>>,
+    /// Whether the last attempt failed (shown as degraded).
+    failing: AtomicBool,
     q: std::sync::Mutex<LaneQueue>,
     wake: tokio::sync::Notify,
     space: tokio::sync::Notify,
@@ -304,11 +306,13 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
         let remove = match &result {
             Ok(()) => {
                 shared.stats.sent.fetch_add(1, Ordering::Relaxed);
+                shared.failing.store(false, Ordering::Relaxed);
                 failures = 0;
                 true
             }
             Err(e) if is_transient(e) => {
                 shared.stats.retries.fetch_add(1, Ordering::Relaxed);
+                shared.failing.store(true, Ordering::Relaxed);
                 failures = failures.saturating_add(1);
                 if failures == 1 || failures.is_power_of_two() {
                     tracing::warn!(receiver = r.name(), error = %e, failures, "Receiver failing; retrying with backoff, nothing dropped.");
@@ -415,6 +419,7 @@ impl Dispatcher {
                     name: r.name().to_string(),
                     cap: cfg.queue,
                     fallback: std::sync::OnceLock::new(),
+                    failing: AtomicBool::new(false),
                     spool,
                     q: std::sync::Mutex::new(queue),
                     wake: tokio::sync::Notify::new(),
@@ -469,6 +474,25 @@ impl Dispatcher {
             lane.shared.persist();
             lane.shared.wake.notify_one();
         }
+    }
+
+    /// Per-receiver counters and queue depth, for `/metrics` and `/readyz`.
+    pub fn snapshots(&self) -> Vec<crate::server::ReceiverSnapshot> {
+        self.lanes
+            .iter()
+            .map(|l| {
+                let s = &l.shared.stats;
+                crate::server::ReceiverSnapshot {
+                    name: l.name.clone(),
+                    sent: s.sent.load(Ordering::Relaxed),
+                    failed: s.failed.load(Ordering::Relaxed),
+                    dropped: s.dropped.load(Ordering::Relaxed),
+                    retries: s.retries.load(Ordering::Relaxed),
+                    queued: l.shared.q.lock().map(|q| q.order.len() as u64).unwrap_or(0),
+                    degraded: l.shared.failing.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
     }
 
     /// Per-receiver counters: (name, sent, failed, dropped).

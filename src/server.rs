@@ -1,0 +1,339 @@
+//! The HTTP side of a running sigwatch: `/healthz`, `/readyz`, `/metrics`.
+//!
+//! sigwatch runs in the clusters it watches, so its own probes must not
+//! repeat the incidents it detects. Liveness is in-process only — the live
+//! loop's heartbeat — and never touches Loki, a receiver or the disk; it is
+//! answered from its own task from atomics, so a busy pipeline still
+//! answers. A failing receiver shows as *degraded* in `/readyz`'s body and
+//! in the metrics, not as unready: a consumer has no traffic to shed, and
+//! taking it out would only hide the problem.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+type Labels = Vec<(String, String)>;
+
+/// How long the live loop may go without a heartbeat before liveness fails
+/// (it beats at least once a second, idle or not).
+pub const STALL_NS: i64 = 30_000_000_000;
+
+/// One receiver's delivery counters, as the dispatcher reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReceiverSnapshot {
+    /// Receiver name (kind and host; no secrets).
+    pub name: String,
+    /// Delivered.
+    pub sent: u64,
+    /// Rejected for good.
+    pub failed: u64,
+    /// Dropped (queue full, shutdown without spool).
+    pub dropped: u64,
+    /// Transient failures retried.
+    pub retries: u64,
+    /// Waiting in the queue now.
+    pub queued: u64,
+    /// True when its last attempt failed.
+    pub degraded: bool,
+}
+
+/// Everything the live loop publishes once a second.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Engine counters.
+    pub stats: crate::Stats,
+    /// Per rule: (id, matches, evicted groups).
+    pub rules: Vec<(String, u64, u64)>,
+    /// Alerts firing now.
+    pub firing: u64,
+    /// Receivers.
+    pub receivers: Vec<ReceiverSnapshot>,
+    /// Loki consumer lag (s), when consuming Loki.
+    pub loki_lag_seconds: Option<f64>,
+}
+
+/// Health, readiness and metrics shared by the live loop and the server.
+pub struct Telemetry {
+    registry: Registry,
+    heartbeat: AtomicI64,
+    rules_loaded: AtomicBool,
+    source_ready: AtomicBool,
+    source: Mutex<String>,
+    receivers: Mutex<Vec<ReceiverSnapshot>>,
+    counters: Family<Labels, Counter>,
+    gauges: Family<Labels, Gauge>,
+    seen: Mutex<HashMap<Labels, u64>>,
+}
+
+fn l(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
+impl Telemetry {
+    /// A fresh registry with sigwatch's metric families.
+    pub fn new() -> Telemetry {
+        let mut registry = Registry::with_prefix("sigwatch");
+        let counters = Family::<Labels, Counter>::default();
+        let gauges = Family::<Labels, Gauge>::default();
+        registry.register(
+            "events",
+            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, evicted streams/groups, notifications by receiver and outcome, matches by rule",
+            counters.clone(),
+        );
+        registry.register(
+            "state",
+            "Gauges: alerts firing, queue depth by receiver, Loki lag seconds, build info",
+            gauges.clone(),
+        );
+        gauges
+            .get_or_create(&l(&[
+                ("kind", "build_info"),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ]))
+            .set(1);
+        Telemetry {
+            registry,
+            heartbeat: AtomicI64::new(crate::source::wall_ns()),
+            rules_loaded: AtomicBool::new(false),
+            source_ready: AtomicBool::new(false),
+            source: Mutex::new(String::new()),
+            receivers: Mutex::new(Vec::new()),
+            counters,
+            gauges,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The live loop is alive (call every iteration).
+    pub fn beat(&self) {
+        self.heartbeat
+            .store(crate::source::wall_ns(), Ordering::Relaxed);
+    }
+
+    /// Rules are loaded.
+    pub fn set_rules_loaded(&self) {
+        self.rules_loaded.store(true, Ordering::Relaxed);
+    }
+
+    /// The source is (or is not) connected, with a description.
+    pub fn set_source(&self, ready: bool, what: &str) {
+        self.source_ready.store(ready, Ordering::Relaxed);
+        if let Ok(mut s) = self.source.lock() {
+            *s = what.to_string();
+        }
+    }
+
+    /// A counter that only moves forward: raises it to `value`.
+    fn counter(&self, labels: Labels, value: u64) {
+        let Ok(mut seen) = self.seen.lock() else {
+            return;
+        };
+        let prev = seen.entry(labels.clone()).or_insert(0);
+        if value > *prev {
+            self.counters.get_or_create(&labels).inc_by(value - *prev);
+            *prev = value;
+        }
+    }
+
+    /// Publishes a snapshot.
+    pub fn update(&self, s: &Snapshot) {
+        let d = &s.stats.decode;
+        for (kind, v) in [
+            ("lines", d.lines),
+            ("malformed", d.malformed),
+            ("partial_chunks", d.partial_chunks),
+            ("partial_overflow", d.partial_overflow),
+            ("streams_evicted", d.streams_evicted),
+            ("multiplexed_streams", d.multiplexed_streams),
+            ("candidates", s.stats.candidates),
+            ("hits", s.stats.hits),
+            ("late", s.stats.late),
+            ("ungrouped", s.stats.ungrouped),
+            ("alerts_firing", s.stats.alerts.firing),
+            ("alerts_resolved", s.stats.alerts.resolved),
+        ] {
+            self.counter(l(&[("kind", kind)]), v);
+        }
+        for (rule, hits, evicted) in &s.rules {
+            self.counter(l(&[("kind", "rule_matches"), ("rule", rule)]), *hits);
+            self.counter(l(&[("kind", "evicted_groups"), ("rule", rule)]), *evicted);
+        }
+        for r in &s.receivers {
+            for (outcome, v) in [
+                ("sent", r.sent),
+                ("failed", r.failed),
+                ("dropped", r.dropped),
+                ("retried", r.retries),
+            ] {
+                self.counter(
+                    l(&[
+                        ("kind", "notifications"),
+                        ("receiver", &r.name),
+                        ("outcome", outcome),
+                    ]),
+                    v,
+                );
+            }
+            self.gauges
+                .get_or_create(&l(&[("kind", "queue_depth"), ("receiver", &r.name)]))
+                .set(r.queued as i64);
+        }
+        self.gauges
+            .get_or_create(&l(&[("kind", "alerts_firing")]))
+            .set(s.firing as i64);
+        if let Some(lag) = s.loki_lag_seconds {
+            self.gauges
+                .get_or_create(&l(&[("kind", "loki_lag_seconds")]))
+                .set(lag.round() as i64);
+        }
+        if let Ok(mut r) = self.receivers.lock() {
+            *r = s.receivers.clone();
+        }
+    }
+
+    /// `/healthz`: (ok, body).
+    pub fn health(&self) -> (bool, String) {
+        let age = crate::source::wall_ns() - self.heartbeat.load(Ordering::Relaxed);
+        if age < STALL_NS {
+            (true, "ok\n".to_string())
+        } else {
+            (
+                false,
+                format!("pipeline stalled for {} s\n", age / 1_000_000_000),
+            )
+        }
+    }
+
+    /// `/readyz`: (ready, JSON body with degraded receivers).
+    pub fn readiness(&self) -> (bool, String) {
+        let rules = self.rules_loaded.load(Ordering::Relaxed);
+        let source = self.source_ready.load(Ordering::Relaxed);
+        let receivers = self.receivers.lock().map(|r| r.clone()).unwrap_or_default();
+        let degraded: Vec<&str> = receivers
+            .iter()
+            .filter(|r| r.degraded)
+            .map(|r| r.name.as_str())
+            .collect();
+        let body = serde_json::json!({
+            "ready": rules && source,
+            "rules_loaded": rules,
+            "source": {"connected": source, "detail": self.source.lock().map(|s| s.clone()).unwrap_or_default()},
+            "degraded_receivers": degraded,
+            "receivers": receivers,
+        });
+        (rules && source, format!("{body}\n"))
+    }
+
+    /// `/metrics` in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Serves `/healthz`, `/readyz` and `/metrics` on an already-bound listener
+/// until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std::io::Result<()> {
+    use axum::http::StatusCode;
+    let code = |ok: bool| {
+        if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    };
+    let (h, r, m) = (t.clone(), t.clone(), t);
+    let app = axum::Router::new()
+        .route(
+            "/healthz",
+            axum::routing::get(move || async move {
+                let (ok, b) = h.health();
+                (code(ok), b)
+            }),
+        )
+        .route(
+            "/readyz",
+            axum::routing::get(move || async move {
+                let (ok, b) = r.readiness();
+                (code(ok), [("content-type", "application/json")], b)
+            }),
+        )
+        .route(
+            "/metrics",
+            axum::routing::get(move || async move {
+                (
+                    [(
+                        "content-type",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    m.metrics(),
+                )
+            }),
+        );
+    axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_follow_snapshots_and_readiness_shows_degraded_receivers() {
+        let t = Telemetry::new();
+        let mut s = Snapshot::default();
+        s.stats.decode.lines = 10;
+        s.rules = vec![("egress.black_hole".into(), 3, 0)];
+        s.receivers = vec![ReceiverSnapshot {
+            name: "webhook http://x".into(),
+            retries: 2,
+            queued: 4,
+            degraded: true,
+            ..Default::default()
+        }];
+        t.update(&s);
+        s.stats.decode.lines = 25;
+        t.update(&s);
+        let m = t.metrics();
+        assert!(
+            m.contains("sigwatch_events_total{kind=\"lines\"} 25"),
+            "{m}"
+        );
+        assert!(
+            m.contains("kind=\"rule_matches\",rule=\"egress.black_hole\"} 3"),
+            "{m}"
+        );
+        assert!(
+            m.contains("sigwatch_state{kind=\"queue_depth\",receiver=\"webhook http://x\"} 4"),
+            "{m}"
+        );
+        assert!(m.contains("build_info"), "{m}");
+        let (ready, body) = t.readiness();
+        assert!(!ready, "no rules, no source yet");
+        t.set_rules_loaded();
+        t.set_source(true, "stdin");
+        let (ready, body2) = t.readiness();
+        assert!(ready, "{body} {body2}");
+        assert!(
+            body2.contains("\"degraded_receivers\":[\"webhook http://x\"]"),
+            "{body2}"
+        );
+        assert!(t.health().0);
+    }
+}
