@@ -36,8 +36,23 @@ struct Cli {
     /// Log level for sigwatch's own logs on stderr (error, warn, info, debug).
     #[arg(long, global = true, default_value = "info", env = "SIGWATCH_LOG")]
     log_level: String,
+    /// Log format for sigwatch's own logs: text (readable) or json (one object per line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "SIGWATCH_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -243,11 +258,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(format!("sigwatch={}", cli.log_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("sigwatch=info"));
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match cli.log_format {
+        LogFormat::Json => fmt.json().init(),
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     let result = match cli.cmd {
         Cmd::Check(a) => return check(&a),
         Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p, a.loki))),
@@ -842,7 +862,13 @@ async fn drive(
                 });
             },
             _ = &mut shutdown => {
-                tracing::info!("Signal received; shutting down.");
+                tracing::info!(deadline = %p.shutdown_timeout, "Signal received; draining deliveries (a second signal exits at once).");
+                // A second SIGTERM/SIGINT means now: never hold the operator hostage.
+                tokio::spawn(async {
+                    shutdown_signal().await;
+                    eprintln!("sigwatch: second signal; exiting now");
+                    std::process::exit(130);
+                });
                 break;
             }
         }

@@ -156,3 +156,106 @@ async fn liveness_answers_while_loki_is_down_and_readiness_says_why() {
         "{body}"
     );
 }
+
+/// Starts `run` with a webhook that never answers and feeds it the black-hole
+/// fixture, so alerts are stuck in delivery; returns the child and its stdin.
+async fn stuck_run(shutdown_timeout: &str) -> (Killed, std::process::ChildStdin) {
+    let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hang_addr = hang.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut keep = Vec::new();
+        while let Ok((s, _)) = hang.accept().await {
+            keep.push(s);
+        }
+    });
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--log-level",
+            "error",
+            "--listen",
+            "none",
+            "--no-stdout",
+            "--shutdown-timeout",
+            shutdown_timeout,
+        ])
+        .args(["--webhook", &format!("http://{hang_addr}/hook")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let fixture = std::fs::read(format!(
+        "{}/fixtures/egress-black-hole.log",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    stdin.write_all(&fixture).unwrap();
+    stdin.flush().unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    (Killed(child), stdin)
+}
+
+fn signal(child: &Killed, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+async fn wait_exit(child: &mut Killed, within: Duration) -> (i32, Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            return (status.code().unwrap_or(-1), start.elapsed());
+        }
+        assert!(start.elapsed() < within, "still running after {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_hanging_receiver_exits_within_the_deadline() {
+    let (mut child, _stdin) = stuck_run("2s").await;
+    signal(&child, "-TERM");
+    let (code, took) = wait_exit(&mut child, Duration::from_secs(10)).await;
+    assert_eq!(code, 0, "a bounded drain, then a clean exit");
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
+        "waited about the 2 s deadline: {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once() {
+    let (mut child, _stdin) = stuck_run("60s").await;
+    signal(&child, "-TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(&child, "-TERM");
+    let (code, took) = wait_exit(&mut child, Duration::from_secs(5)).await;
+    assert_eq!(code, 130);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let out = Command::new(BIN)
+        .args(["replay", "--log-format", "json", "--log-level", "info"])
+        .arg(format!(
+            "{}/fixtures/grpc-slow-auth.log",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(!lines.is_empty());
+    for l in lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(v.get("level").is_some() && v.get("fields").is_some(), "{l}");
+    }
+}
