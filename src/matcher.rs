@@ -16,6 +16,9 @@ use crate::rules::{CondId, Condition, RuleSet, VIRTUAL_FIELDS};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use std::collections::HashMap;
 
+/// Largest literal set compiled as a DFA (beyond it, a contiguous NFA).
+pub const DFA_MAX_PATTERNS: usize = 5_000;
+
 /// Errors building the matcher.
 #[derive(Debug, thiserror::Error)]
 pub enum MatcherError {
@@ -160,8 +163,13 @@ impl Matcher {
                     AhoCorasickBuilder::new()
                         .match_kind(MatchKind::LeftmostFirst)
                         // A DFA keeps large literal sets (past what the SIMD
-                        // searcher takes) at one table lookup per byte.
-                        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                        // searcher takes) at one table lookup per byte; for
+                        // huge sets its memory would explode, so let the
+                        // crate pick a compact NFA there.
+                        .kind(
+                            (patterns.len() <= DFA_MAX_PATTERNS)
+                                .then_some(aho_corasick::AhoCorasickKind::DFA),
+                        )
                         .build(&patterns)?,
                 ),
                 Some(

@@ -65,6 +65,9 @@ pub struct DecodeStats {
     pub multiplexed_streams: u64,
     /// Pretty-printed JSON objects reassembled from several lines.
     pub json_blocks: u64,
+    /// Lines whose own timestamp was absurd (before 2000 or after 2200) and
+    /// was ignored, so one bad line cannot drag event time away.
+    pub bad_time: u64,
     /// Items split out of Kubernetes `List` objects.
     pub list_items: u64,
 }
@@ -89,6 +92,11 @@ struct StreamState {
     /// inside-a-string flag, line count.
     block: Option<(String, usize, bool, usize)>,
 }
+
+/// Earliest plausible event time: 2000-01-01 (ns).
+pub const SANE_TIME_MIN: i64 = 946_684_800 * time::NS;
+/// Latest plausible event time: 2200-01-01 (ns).
+pub const SANE_TIME_MAX: i64 = 7_258_118_400 * time::NS;
 
 /// Time keys read on every line; rarer ones come from the full scan.
 const SMALL_TIME_FIELDS: &[&str] = &["ts", "time", "timestamp"];
@@ -711,6 +719,13 @@ impl Decoder {
                 time::parse_any(&v)
             });
         }
+        // One line from the year 30000 must not move the watermark there.
+        let sane = |t: &i64| (SANE_TIME_MIN..SANE_TIME_MAX).contains(t);
+        if own.is_some_and(|t| !sane(&t)) {
+            self.stats.bad_time += 1;
+            own = None;
+        }
+        let wrapper_time = wrapper_time.filter(sane);
         let time = match own.or(wrapper_time).or(st.last_time).or(global) {
             Some(t) => t,
             None => {
