@@ -253,14 +253,36 @@ impl Alerts {
                 }
             }
         }
-        self.resolve_due(ri, rule, now, out);
     }
 
     /// Resolves this rule's alerts whose condition has been false for
     /// `resolve_after` (rules with `resolve_on` wait for their event instead).
-    pub fn resolve_due(&mut self, ri: usize, rule: &Rule, now: i64, out: &mut Vec<Notification>) {
+    /// A firing alert whose group the detector no longer tracks (evicted
+    /// by `max_groups`) counts as inactive. Called on ticks, not per hit.
+    pub fn resolve_due(
+        &mut self,
+        ri: usize,
+        rule: &Rule,
+        det: &dyn Detector,
+        now: i64,
+        out: &mut Vec<Notification>,
+    ) {
         if rule.resolve_on.is_some() {
             return;
+        }
+        // Past max_groups alerts (a flood of distinct groups), alerts of
+        // evicted groups resolve at once: the alert map stays bounded too.
+        let over = self.map.keys().filter(|(r, _)| *r == ri).count() > rule.max_groups;
+        for ((r, key), t) in self.map.iter_mut() {
+            let firing = matches!(t.phase, Phase::Firing { .. });
+            if *r == ri && firing && t.adopted.is_none() && !det.tracks(key) {
+                let at = if over {
+                    now.saturating_sub(rule.resolve_after)
+                } else {
+                    now
+                };
+                t.inactive_since = Some(t.inactive_since.map_or(at, |s| s.min(at)));
+            }
         }
         let grace = adoption_grace(rule);
         for ((r, _), t) in self.map.iter_mut() {
@@ -477,6 +499,7 @@ mod tests {
         d.evaluate(now * S, &mut st);
         let mut out = Vec::new();
         a.apply(0, r, &st, d, now * S, &mut out);
+        a.resolve_due(0, r, d, now * S, &mut out);
         out
     }
 

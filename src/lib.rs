@@ -413,12 +413,10 @@ impl Engine {
                     sample: &event.text,
                 };
                 self.detectors[ri].observe(&hit);
-                self.evaluate(
-                    ri,
-                    self.watermark
-                        .max(event.time.min(self.max_time.unwrap_or(event.time))),
-                    out,
-                );
+                let now = self
+                    .watermark
+                    .max(event.time.min(self.max_time.unwrap_or(event.time)));
+                self.evaluate_hit(ri, &group, now, out);
             }
         }
     }
@@ -427,14 +425,27 @@ impl Engine {
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
         let rule = &self.rules.rules[ri];
-        self.alerts.apply(
-            ri,
-            rule,
-            &self.statuses,
-            self.detectors[ri].as_ref(),
-            now,
-            out,
-        );
+        let det = self.detectors[ri].as_ref();
+        self.alerts.apply(ri, rule, &self.statuses, det, now, out);
+        self.alerts.resolve_due(ri, rule, det, now, out);
+    }
+
+    /// After a hit: evaluates just that group where the detector can (so a
+    /// flood of distinct groups costs O(1) per hit); spread and share wait
+    /// for the next tick (≤ 1 s of event time).
+    fn evaluate_hit(&mut self, ri: usize, key: &str, now: i64, out: &mut Vec<Notification>) {
+        self.statuses.clear();
+        if self.detectors[ri].evaluate_key(key, now, &mut self.statuses) {
+            let rule = &self.rules.rules[ri];
+            self.alerts.apply(
+                ri,
+                rule,
+                &self.statuses,
+                self.detectors[ri].as_ref(),
+                now,
+                out,
+            );
+        }
     }
 
     /// Evaluates every rule at `now` (event time).

@@ -46,19 +46,21 @@ impl Detector for Absent {
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else {
-                continue;
-            };
-            let active = now - g.last >= self.for_;
-            super::report(
-                out,
-                &key,
-                active,
-                if active { now } else { g.last },
-                g.last + self.for_,
-                &mut g.since,
-            );
+            self.evaluate_key(&key, now, out);
         }
+    }
+
+    fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
+        if let Some(g) = self.groups.peek_mut(key) {
+            let active = now - g.last >= self.for_;
+            let support = if active { now } else { g.last };
+            super::report(out, key, active, support, g.last + self.for_, &mut g.since);
+        }
+        true
+    }
+
+    fn tracks(&self, key: &str) -> bool {
+        self.groups.peek(key).is_some()
     }
 
     fn evidence(&self, key: &str) -> Evidence {

@@ -52,21 +52,26 @@ impl Detector for Count {
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
-        let mut dead = Vec::new();
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else {
-                continue;
-            };
-            let n = g.win.count(now);
-            let active = n >= self.threshold;
-            super::report(out, &key, active, g.last, g.last, &mut g.since);
-            if n == 0 {
-                dead.push(key);
-            }
+            self.evaluate_key(&key, now, out);
         }
-        for k in dead {
-            self.groups.remove(&k);
+    }
+
+    fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
+        let Some(g) = self.groups.peek_mut(key) else {
+            return true;
+        };
+        let n = g.win.count(now);
+        let active = n >= self.threshold;
+        super::report(out, key, active, g.last, g.last, &mut g.since);
+        if n == 0 {
+            self.groups.remove(key);
         }
+        true
+    }
+
+    fn tracks(&self, key: &str) -> bool {
+        self.groups.peek(key).is_some()
     }
 
     fn evidence(&self, key: &str) -> Evidence {

@@ -101,6 +101,16 @@ pub trait Detector: Send {
     }
     /// Reports the condition of every key that is active or just changed.
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>);
+    /// Reports the condition of one group only, right after its hit; false
+    /// when this kind evaluates only on ticks (its keys are not groups), so
+    /// a million distinct groups never cost a million-long scan per hit.
+    fn evaluate_key(&mut self, _key: &str, _now: i64, _out: &mut Vec<Status>) -> bool {
+        false
+    }
+    /// Whether the detector still tracks this key (false once evicted).
+    fn tracks(&self, _key: &str) -> bool {
+        true
+    }
     /// Evidence for a key.
     fn evidence(&self, key: &str) -> Evidence;
     /// Forgets a key's state (after `resolve_on`).

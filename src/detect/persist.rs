@@ -61,21 +61,26 @@ impl Detector for Persist {
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
-        let mut dead = Vec::new();
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else {
-                continue;
-            };
-            let broken = now - g.last > self.max_gap;
-            let active = !broken && g.last - g.start >= self.for_;
-            super::report(out, &key, active, g.last, g.last, &mut g.since);
-            if broken {
-                dead.push(key);
-            }
+            self.evaluate_key(&key, now, out);
         }
-        for k in dead {
-            self.groups.remove(&k);
+    }
+
+    fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
+        let Some(g) = self.groups.peek_mut(key) else {
+            return true;
+        };
+        let broken = now - g.last > self.max_gap;
+        let active = !broken && g.last - g.start >= self.for_;
+        super::report(out, key, active, g.last, g.last, &mut g.since);
+        if broken {
+            self.groups.remove(key);
         }
+        true
+    }
+
+    fn tracks(&self, key: &str) -> bool {
+        self.groups.peek(key).is_some()
     }
 
     fn evidence(&self, key: &str) -> Evidence {

@@ -70,22 +70,27 @@ impl Detector for Sequence {
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
-        let mut dead = Vec::new();
         for key in self.groups.sorted_keys() {
-            let Some(g) = self.groups.peek_mut(&key) else {
-                continue;
-            };
-            let active = g.last_done.is_some_and(|d| now - d < self.within);
-            let support = g.last_done.unwrap_or(now);
-            super::report(out, &key, active, support, support, &mut g.since);
-            let stale_a = g.last_a.as_ref().is_none_or(|(a, _)| now - a > self.within);
-            if !active && stale_a {
-                dead.push(key);
-            }
+            self.evaluate_key(&key, now, out);
         }
-        for k in dead {
-            self.groups.remove(&k);
+    }
+
+    fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
+        let Some(g) = self.groups.peek_mut(key) else {
+            return true;
+        };
+        let active = g.last_done.is_some_and(|d| now - d < self.within);
+        let support = g.last_done.unwrap_or(now);
+        super::report(out, key, active, support, support, &mut g.since);
+        let stale_a = g.last_a.as_ref().is_none_or(|(a, _)| now - a > self.within);
+        if !active && stale_a {
+            self.groups.remove(key);
         }
+        true
+    }
+
+    fn tracks(&self, key: &str) -> bool {
+        self.groups.peek(key).is_some()
     }
 
     fn evidence(&self, key: &str) -> Evidence {
