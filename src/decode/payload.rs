@@ -378,19 +378,10 @@ fn now_ns() -> i64 {
 
 /// klog: `I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" k="v"`.
 fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
-    let b = t.as_bytes();
-    if b.len() < 22
-        || !matches!(b[0], b'I' | b'W' | b'E' | b'F')
-        || !b[1..5].iter().all(u8::is_ascii_digit)
-        || b[5] != b' '
-    {
-        return None;
-    }
-    let month: u32 = t[1..3].parse().ok()?;
-    let day: u32 = t[3..5].parse().ok()?;
-    let rest = &t[6..];
-    let (clock, rest) = rest.split_once(' ')?;
-    let clock = parse_clock(clock)?;
+    // The header (letter, date, clock) is validated and timed by klog_time.
+    let time = klog_time(t, reference);
+    time?;
+    let (_, rest) = t.get(6..)?.split_once(' ')?;
     let close = rest
         .find("] ")
         .or_else(|| rest.strip_suffix(']').map(|r| r.len()))?;
@@ -400,7 +391,6 @@ fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
     }
     let body = rest.get(close + 2..).unwrap_or("");
     let level = Level::parse(&t[..1]);
-    let time = with_inferred_year(reference.unwrap_or_else(now_ns), month, day, clock);
     let (message, pairs) = if let Some(after) = body.strip_prefix('"') {
         // Structured klog: quoted message then logfmt-style pairs.
         let (msg, used) = read_quoted(after);
