@@ -144,6 +144,17 @@ pub struct AlertStats {
     pub pending_dropped: u64,
 }
 
+/// What a rule reload does with an old rule's alerts (see [`Alerts::reload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Unchanged rule, now at this index: alerts kept as they are.
+    Keep(usize),
+    /// Changed rule with the same id, now at this index: firing alerts adopted.
+    Adopt(usize),
+    /// Rule removed: firing alerts resolved.
+    Drop,
+}
+
 /// All alerts of all rules.
 #[derive(Default)]
 pub struct Alerts {
@@ -347,6 +358,59 @@ impl Alerts {
                 adopted: Some(i64::MIN),
             },
         );
+    }
+
+    /// Carries alerts over a rule reload. `fate[i]` says what becomes of the
+    /// alerts of old rule `i`: kept as they are under a new index (the rule's
+    /// detection is unchanged and so is its detector state), adopted by a
+    /// changed rule (firing goes on without a new page and resolves if the
+    /// new detector does not confirm it within [`adoption_grace`]), or
+    /// resolved because the rule is gone (a receiver must not keep an alert
+    /// nobody will ever resolve). Pending alerts of changed rules are dropped.
+    pub fn reload(
+        &mut self,
+        old_rules: &[Rule],
+        fate: &[Fate],
+        now: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        let old = std::mem::take(&mut self.map);
+        let mut gone: Vec<(usize, String, i64, Evidence)> = Vec::new();
+        for ((ri, key), mut t) in old {
+            match fate.get(ri).copied().unwrap_or(Fate::Drop) {
+                Fate::Keep(n) => {
+                    self.map.insert((n, key), t);
+                }
+                Fate::Adopt(n) => match t.phase {
+                    Phase::Firing { .. } => {
+                        t.adopted = Some(i64::MIN);
+                        t.inactive_since = None;
+                        self.map.insert((n, key), t);
+                    }
+                    Phase::Pending { .. } => self.stats.pending_dropped += 1,
+                },
+                Fate::Drop => match t.phase {
+                    Phase::Firing { starts_at, .. } => gone.push((ri, key, starts_at, t.evidence)),
+                    Phase::Pending { .. } => self.stats.pending_dropped += 1,
+                },
+            }
+        }
+        gone.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        for (ri, key, starts_at, evidence) in gone {
+            let Some(rule) = old_rules.get(ri) else {
+                continue;
+            };
+            self.stats.resolved += 1;
+            out.push(render(
+                rule,
+                &key,
+                AlertState::Resolved,
+                starts_at,
+                Some(now),
+                &evidence,
+                false,
+            ));
+        }
     }
 
     /// Resolves one alert now (also used by `resolve_on`). Returns whether

@@ -97,19 +97,43 @@ pub struct Engine {
     stats: Stats,
     /// Confirmed matches per rule.
     rule_hits: Vec<u64>,
+    /// Per rule: evictions of detectors replaced by reloads.
+    evicted_base: Vec<u64>,
+    /// Evictions of rules removed by reloads.
+    retired_evictions: u64,
 }
 
-/// The tick granularity of evaluation in event time (1 s).
-const TICK_NS: i64 = 1_000_000_000;
+/// What a rule reload changed (see [`Engine::reload`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReloadSummary {
+    /// Rules kept with their detector state.
+    pub kept: usize,
+    /// Rules with the same id but a changed detection (fresh detector).
+    pub changed: usize,
+    /// New rules.
+    pub added: usize,
+    /// Rules no longer present.
+    pub removed: usize,
+    /// Firing alerts resolved because their rule was removed.
+    pub resolved: usize,
+}
 
-impl Engine {
-    /// Builds an engine for a compiled rule set.
-    pub fn new(rules: RuleSet, opts: Options) -> Result<Engine, MatcherError> {
-        let matcher = Matcher::new(&rules)?;
+/// The parts of an engine derived from the rule set alone.
+struct Wiring {
+    matcher: Matcher,
+    cond_users: Vec<Vec<(usize, Role)>>,
+    population_rules: Vec<usize>,
+    partition_keys: Vec<Option<String>>,
+    /// Group and partition keys of population rules, for the decoder.
+    names: Vec<String>,
+}
+
+impl Wiring {
+    fn new(rules: &RuleSet) -> Result<Wiring, MatcherError> {
+        let matcher = Matcher::new(rules)?;
         let mut cond_users = vec![Vec::new(); rules.conditions.len()];
         let mut population_rules = Vec::new();
         let mut partition_keys = Vec::new();
-        let mut detectors = Vec::new();
         for (ri, r) in rules.rules.iter().enumerate() {
             cond_users[r.cond].push((ri, Role::Primary));
             if let Detect::Sequence { then, .. } = r.detect {
@@ -118,11 +142,9 @@ impl Engine {
             if let Some(c) = r.resolve_on {
                 cond_users[c].push((ri, Role::ResolveOn));
             }
-            let d = detect::build(r);
-            if d.needs_population() {
+            if matches!(r.detect, Detect::Spread(_) | Detect::Share(_)) {
                 population_rules.push(ri);
             }
-            detectors.push(d);
             partition_keys.push(match &r.detect {
                 Detect::Spread(s) => s.partition_by.clone(),
                 Detect::Share(s) => s.partition_by.clone(),
@@ -135,8 +157,22 @@ impl Engine {
             names.extend(rules.rules[ri].group_by.iter().cloned());
             names.extend(partition_keys[ri].iter().cloned());
         }
-        let decoder = Decoder::with_group_keys(&rules.keys, opts.live, &names);
-        let pop_keys = population_rules
+        Ok(Wiring {
+            matcher,
+            cond_users,
+            population_rules,
+            partition_keys,
+            names,
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn pop_keys(
+        &self,
+        rules: &RuleSet,
+        decoder: &Decoder,
+    ) -> Vec<(Vec<decode::keys::KeyId>, Option<decode::keys::KeyId>)> {
+        self.population_rules
             .iter()
             .map(|&ri| {
                 let ids = rules.rules[ri]
@@ -146,30 +182,134 @@ impl Engine {
                     .collect();
                 (
                     ids,
-                    partition_keys[ri].as_ref().and_then(|k| decoder.key_id(k)),
+                    self.partition_keys[ri]
+                        .as_ref()
+                        .and_then(|k| decoder.key_id(k)),
                 )
             })
-            .collect();
+            .collect()
+    }
+}
+
+/// The tick granularity of evaluation in event time (1 s).
+const TICK_NS: i64 = 1_000_000_000;
+
+impl Engine {
+    /// Builds an engine for a compiled rule set.
+    pub fn new(rules: RuleSet, opts: Options) -> Result<Engine, MatcherError> {
+        let w = Wiring::new(&rules)?;
+        let detectors = rules.rules.iter().map(detect::build).collect();
+        let decoder = Decoder::with_group_keys(&rules.keys, opts.live, &w.names);
+        let pop_keys = w.pop_keys(&rules, &decoder);
+        let n = rules.rules.len();
         Ok(Engine {
             rules,
-            matcher,
+            matcher: w.matcher,
             decoder,
             pop_keys,
             key_cache: Vec::new(),
             scratch: Scratch::default(),
             detectors,
             alerts: Alerts::new(),
-            cond_users,
-            population_rules,
-            partition_keys,
+            cond_users: w.cond_users,
+            population_rules: w.population_rules,
+            partition_keys: w.partition_keys,
             opts,
             max_time: None,
             watermark: i64::MIN,
             last_tick: i64::MIN,
             statuses: Vec::new(),
             stats: Stats::default(),
-            rule_hits: Vec::new(),
+            rule_hits: vec![0; n],
+            evicted_base: vec![0; n],
+            retired_evictions: 0,
         })
+    }
+
+    /// Replaces the rule set at run time (SIGHUP, `--watch-rules`). The new
+    /// set is wired completely before anything changes, so an error leaves
+    /// the old set running. Rules whose [`RuleSet::detection_signature`] is
+    /// unchanged keep their detector state and alerts; changed rules start
+    /// a fresh detector and adopt their firing alerts (no second page;
+    /// resolved if not confirmed within the adoption grace); firing alerts
+    /// of removed rules are resolved into `out`. Stream state (sticky
+    /// values, partial lines) and all counters carry over.
+    pub fn reload(
+        &mut self,
+        new: RuleSet,
+        out: &mut Vec<Notification>,
+    ) -> Result<ReloadSummary, MatcherError> {
+        let w = Wiring::new(&new)?;
+        let mut summary = ReloadSummary::default();
+        let old_ids: std::collections::HashMap<&str, usize> = self
+            .rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.as_str(), i))
+            .collect();
+        let mut old_dets: Vec<Option<Box<dyn Detector>>> = std::mem::take(&mut self.detectors)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut fate = vec![alert::Fate::Drop; old_dets.len()];
+        let n = new.rules.len();
+        let mut detectors = Vec::with_capacity(n);
+        let mut rule_hits = vec![0; n];
+        let mut evicted_base = vec![0; n];
+        for (ni, r) in new.rules.iter().enumerate() {
+            let Some(&oi) = old_ids.get(r.id.as_str()) else {
+                summary.added += 1;
+                detectors.push(detect::build(r));
+                continue;
+            };
+            rule_hits[ni] = self.rule_hits.get(oi).copied().unwrap_or(0);
+            let base = self.evicted_base.get(oi).copied().unwrap_or(0);
+            let kept = self.rules.detection_signature(oi) == new.detection_signature(ni);
+            match old_dets.get_mut(oi).and_then(Option::take) {
+                Some(d) if kept => {
+                    summary.kept += 1;
+                    fate[oi] = alert::Fate::Keep(ni);
+                    evicted_base[ni] = base;
+                    detectors.push(d);
+                }
+                old => {
+                    summary.changed += 1;
+                    fate[oi] = alert::Fate::Adopt(ni);
+                    evicted_base[ni] = base + old.map_or(0, |d| d.evicted());
+                    detectors.push(detect::build(r));
+                }
+            }
+        }
+        // Evictions of removed rules stay in the total.
+        for (oi, d) in old_dets.iter().enumerate() {
+            if let Some(d) = d {
+                summary.removed += 1;
+                self.retired_evictions +=
+                    d.evicted() + self.evicted_base.get(oi).copied().unwrap_or(0);
+            }
+        }
+        let now = if self.max_time.is_some() {
+            self.watermark
+        } else {
+            0
+        };
+        let before = out.len();
+        self.alerts.reload(&self.rules.rules, &fate, now, out);
+        summary.resolved = out.len() - before;
+        self.decoder.rekey(&new.keys, &w.names);
+        self.pop_keys = w.pop_keys(&new, &self.decoder);
+        self.key_cache.clear();
+        self.scratch = Scratch::default();
+        self.matcher = w.matcher;
+        self.cond_users = w.cond_users;
+        self.population_rules = w.population_rules;
+        self.partition_keys = w.partition_keys;
+        self.detectors = detectors;
+        self.rule_hits = rule_hits;
+        self.evicted_base = evicted_base;
+        self.rules = new;
+        Ok(summary)
     }
 
     /// The rules in use.
@@ -187,7 +327,9 @@ impl Engine {
         let mut s = self.stats.clone();
         s.decode = self.decoder.stats().clone();
         s.alerts = self.alerts.stats().clone();
-        s.evicted_groups = self.detectors.iter().map(|d| d.evicted()).sum();
+        s.evicted_groups = self.retired_evictions
+            + self.evicted_base.iter().sum::<u64>()
+            + self.detectors.iter().map(|d| d.evicted()).sum::<u64>();
         s
     }
 
@@ -239,7 +381,7 @@ impl Engine {
                 (
                     r.id.clone(),
                     self.rule_hits.get(i).copied().unwrap_or(0),
-                    self.detectors[i].evicted(),
+                    self.detectors[i].evicted() + self.evicted_base.get(i).copied().unwrap_or(0),
                 )
             })
             .collect()
@@ -527,4 +669,122 @@ pub fn check_examples(set: &RuleSet) -> Result<Vec<ExampleFailure>, MatcherError
         }
     }
     Ok(failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alert::AlertState;
+
+    const T0: i64 = 1_714_570_000_000_000_000;
+
+    fn set(threshold: u32, summary: &str, extra: &str) -> RuleSet {
+        let text = format!(
+            r#"rules:
+  - id: t.errors
+    title: Errors
+    severity: warning
+    match: {{contains: ["boom"]}}
+    group_by: node
+    detect: {{count: {{threshold: {threshold}, window: 1m}}}}
+    annotations: {{summary: "{summary}"}}
+{extra}"#
+        );
+        match rules::compile(&[("t.yaml".into(), text)]) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const OTHER: &str = r#"  - id: t.other
+    title: Other
+    severity: critical
+    match: {contains: ["crash"]}
+    group_by: node
+    detect: {count: {threshold: 1, window: 1m}}
+"#;
+
+    fn feed(e: &mut Engine, at_s: i64, text: &str, out: &mut Vec<Notification>) {
+        let line = format!(
+            r#"{{"ts":{}.0,"msg":"{text}","nodeID":"ND_a"}}"#,
+            (T0 / 1_000_000_000) + at_s
+        );
+        e.push_line(&Source::named("s"), &line, None, out);
+    }
+
+    fn states(out: &[Notification]) -> Vec<(String, AlertState)> {
+        out.iter().map(|n| (n.rule.clone(), n.state)).collect()
+    }
+
+    #[test]
+    fn reload_keeps_the_state_of_rules_whose_detection_is_unchanged() {
+        let mut e = Engine::new(set(3, "a", ""), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "boom", &mut out);
+        feed(&mut e, 1, "boom", &mut out);
+        // New annotation text and a new rule: t.errors keeps its two hits.
+        let s = e.reload(set(3, "b", OTHER), &mut out).unwrap();
+        assert_eq!((s.kept, s.changed, s.added, s.removed), (1, 0, 1, 0));
+        feed(&mut e, 2, "boom", &mut out);
+        assert_eq!(states(&out), vec![("t.errors".into(), AlertState::Firing)]);
+        assert_eq!(
+            out[0].annotations.get("summary").map(String::as_str),
+            Some("b")
+        );
+        assert_eq!(e.rule_stats()[0].1, 3, "match counter carried over");
+    }
+
+    #[test]
+    fn a_changed_detection_starts_fresh_but_does_not_page_again() {
+        let mut e = Engine::new(set(2, "a", ""), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "boom", &mut out);
+        feed(&mut e, 1, "boom", &mut out);
+        assert_eq!(states(&out).len(), 1, "fires at 2");
+        out.clear();
+        let s = e.reload(set(5, "a", ""), &mut out).unwrap();
+        assert_eq!((s.kept, s.changed), (0, 1));
+        assert!(out.is_empty(), "the firing alert is adopted, not re-paged");
+        assert_eq!(e.firing(), 1);
+        // The fresh detector does not see the old hits: two more are not
+        // enough for the new threshold, and the adopted alert resolves after
+        // its grace (window + for + resolve_after) without confirmation.
+        feed(&mut e, 2, "boom", &mut out);
+        feed(&mut e, 3, "boom", &mut out);
+        assert!(out.is_empty());
+        e.advance_to(T0 + 200 * 1_000_000_000, &mut out);
+        assert_eq!(
+            states(&out),
+            vec![("t.errors".into(), AlertState::Resolved)]
+        );
+    }
+
+    #[test]
+    fn a_removed_rule_resolves_its_firing_alerts() {
+        let mut e = Engine::new(set(1, "a", OTHER), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "crash", &mut out);
+        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Firing)]);
+        out.clear();
+        let s = e.reload(set(1, "a", ""), &mut out).unwrap();
+        assert_eq!((s.kept, s.removed, s.resolved), (1, 1, 1));
+        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Resolved)]);
+        assert_eq!(e.firing(), 0);
+        feed(&mut e, 1, "crash", &mut out);
+        assert_eq!(out.len(), 1, "the removed rule no longer matches");
+    }
+
+    #[test]
+    fn changed_aliases_count_as_a_changed_detection() {
+        let a = set(3, "a", "");
+        let mut b = set(3, "a", "");
+        b.keys
+            .aliases
+            .insert("node".into(), vec!["labels.pod".into()]);
+        assert_ne!(a.detection_signature(0), b.detection_signature(0));
+        assert_eq!(
+            a.detection_signature(0),
+            set(3, "b", "").detection_signature(0)
+        );
+    }
 }

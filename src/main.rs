@@ -136,6 +136,12 @@ struct PipelineArgs {
     /// Print pipeline counters as JSON on stderr at exit.
     #[arg(long)]
     stats: bool,
+    /// Longest line kept, in bytes (at least 1024); the rest of a longer line
+    /// is dropped and counted (`truncated_lines`). Also bounds reassembled
+    /// CRI/Docker partial lines and multi-line JSON.
+    #[arg(long, default_value_t = sigwatch::source::MAX_LINE_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    max_line_bytes: u64,
 }
 
 #[derive(Args)]
@@ -198,6 +204,11 @@ struct SourceArgs {
     /// e.g. '/var/log/pods/*/*/*.log'.
     #[arg(long = "file", value_name = "GLOB")]
     files: Vec<String>,
+    /// Reload the rules when a rule file changes (checked every 2 s; also
+    /// follows Kubernetes ConfigMap updates). SIGHUP always reloads. An
+    /// invalid set is rejected and the running one kept.
+    #[arg(long)]
+    watch_rules: bool,
 }
 
 fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>> {
@@ -546,6 +557,7 @@ fn dispatcher(
 }
 
 fn build_engine(p: &PipelineArgs, live: bool) -> Result<Engine> {
+    sigwatch::source::set_max_line_bytes(usize::try_from(p.max_line_bytes).unwrap_or(usize::MAX));
     let set = load_rules(&p.rules).map_err(|e| anyhow::anyhow!("invalid rules:\n{e}"))?;
     tracing::info!(rules = set.rules.len(), "Rules loaded.");
     Ok(Engine::new(
@@ -685,6 +697,8 @@ fn apply_config(a: &mut SourceArgs, config: &Option<PathBuf>) -> Result<()> {
 
 async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
     apply_config(&mut a, &p.config)?;
+    // Before anything else: a SIGHUP must never kill us (its default action).
+    let reloads = reload_triggers(&p.rules, a.watch_rules);
     let mut engine = build_engine(&p, true)?;
     if let Some(dir) = &a.state_dir {
         let state = load_state(dir)?;
@@ -764,7 +778,100 @@ async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
         (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
         (None, true) => telemetry.set_source(true, "stdin"),
     }
-    drive(p, a, engine, d, rx, cursors, telemetry).await
+    drive(p, a, engine, d, (rx, reloads), cursors, telemetry).await
+}
+
+/// Why the rules are reloaded.
+type ReloadRx = tokio::sync::mpsc::Receiver<&'static str>;
+
+/// SIGHUP and, with `--watch-rules`, changes of the rule files (compared by
+/// content every 2 s, so a ConfigMap's symlink swap counts too) request a
+/// reload through a small channel; requests while one is queued coalesce.
+fn reload_triggers(rules: &RulesArgs, watch: bool) -> ReloadRx {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hup) => {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        let _ = tx.try_send("SIGHUP");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Cannot listen for SIGHUP; reload with --watch-rules.")
+            }
+        }
+    }
+    if watch {
+        if rules.rules.is_empty() {
+            tracing::warn!("--watch-rules without --rules: the built-in pack never changes.");
+        } else {
+            let paths = rules.rules.clone();
+            tokio::spawn(async move {
+                let digest = |paths: Vec<PathBuf>| {
+                    tokio::task::spawn_blocking(move || {
+                        use std::hash::{Hash, Hasher};
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        match rules::read_paths(&paths) {
+                            Ok(files) => files.hash(&mut h),
+                            Err(e) => e.to_string().hash(&mut h),
+                        }
+                        h.finish()
+                    })
+                };
+                let mut last = digest(paths.clone()).await.ok();
+                let mut every = tokio::time::interval(Duration::from_secs(2));
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    let now = digest(paths.clone()).await.ok();
+                    if now.is_some() && now != last {
+                        last = now;
+                        if tx.send("rule files changed").await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    }
+    rx
+}
+
+/// Reloads the rules into the running engine; an invalid set is logged and
+/// counted and the running set stays.
+fn reload(
+    p: &PipelineArgs,
+    why: &str,
+    engine: &mut Engine,
+    telemetry: &Telemetry,
+    out: &mut Vec<Notification>,
+) {
+    let result = load_rules(&p.rules)
+        .map_err(|e| e.to_string())
+        .and_then(|set| engine.reload(set, out).map_err(|e| e.to_string()));
+    match result {
+        Ok(s) => {
+            tracing::info!(
+                trigger = why,
+                kept = s.kept,
+                changed = s.changed,
+                added = s.added,
+                removed = s.removed,
+                resolved = s.resolved,
+                "Rules reloaded."
+            );
+            telemetry.reloaded(None);
+        }
+        Err(e) => {
+            tracing::error!(trigger = why, error = %e, "Rule reload rejected; the previous rules keep running.");
+            telemetry.reloaded(Some(&e));
+        }
+    }
 }
 
 /// The live loop: feeds input to the engine, advances event time with the
@@ -775,7 +882,7 @@ async fn drive(
     a: SourceArgs,
     mut engine: Engine,
     d: Dispatcher,
-    mut rx: tokio::sync::mpsc::Receiver<Input>,
+    (mut rx, mut reloads): (tokio::sync::mpsc::Receiver<Input>, ReloadRx),
     mut cursors: BTreeMap<String, i64>,
     telemetry: Arc<Telemetry>,
 ) -> Result<()> {
@@ -849,6 +956,9 @@ async fn drive(
                     }
                 }
             },
+            Some(why) = reloads.recv() => {
+                reload(&p, why, &mut engine, &telemetry, &mut out);
+            },
             _ = tick.tick() => {
                 if let Some((e, w)) = clock {
                     engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
@@ -859,6 +969,7 @@ async fn drive(
                     firing: engine.firing() as u64,
                     receivers: d.snapshots(),
                     loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
+                    truncated_lines: sigwatch::source::truncated_lines(),
                 });
             },
             _ = &mut shutdown => {

@@ -205,9 +205,11 @@ impl Matcher {
     /// whose literal requirements hold. Returns true if there is any.
     pub fn scan(&self, text: &str, scratch: &mut Scratch) -> bool {
         scratch.candidates.clear();
-        if scratch.present.len() != self.literal_count {
+        if scratch.present.len() != self.literal_count || scratch.seen.len() != self.plans.len() {
+            // First use, or a scratch of another matcher (after a reload).
             scratch.present = vec![false; self.literal_count];
             scratch.seen = vec![false; self.plans.len()];
+            scratch.touched.clear();
         }
         for &t in &scratch.touched {
             scratch.present[t] = false;

@@ -55,6 +55,8 @@ pub struct Snapshot {
     pub receivers: Vec<ReceiverSnapshot>,
     /// Loki consumer lag (s), when consuming Loki.
     pub loki_lag_seconds: Option<f64>,
+    /// Lines cut at `--max-line-bytes` by the readers.
+    pub truncated_lines: u64,
 }
 
 /// Health, readiness and metrics shared by the live loop and the server.
@@ -68,6 +70,7 @@ pub struct Telemetry {
     counters: Family<Labels, Counter>,
     gauges: Family<Labels, Gauge>,
     seen: Mutex<HashMap<Labels, u64>>,
+    reload_error: Mutex<Option<String>>,
 }
 
 fn l(pairs: &[(&str, &str)]) -> Labels {
@@ -91,12 +94,12 @@ impl Telemetry {
         let gauges = Family::<Labels, Gauge>::default();
         registry.register(
             "events",
-            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, evicted streams/groups, notifications by receiver and outcome, matches by rule",
+            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, truncated lines, evicted streams/groups, notifications by receiver and outcome, matches by rule, rule reloads by outcome",
             counters.clone(),
         );
         registry.register(
             "state",
-            "Gauges: alerts firing, queue depth by receiver, Loki lag seconds, build info",
+            "Gauges: alerts firing, queue depth by receiver, Loki lag seconds, whether the last rule reload succeeded, build info",
             gauges.clone(),
         );
         gauges
@@ -115,6 +118,7 @@ impl Telemetry {
             counters,
             gauges,
             seen: Mutex::new(HashMap::new()),
+            reload_error: Mutex::new(None),
         }
     }
 
@@ -127,6 +131,22 @@ impl Telemetry {
     /// Rules are loaded.
     pub fn set_rules_loaded(&self) {
         self.rules_loaded.store(true, Ordering::Relaxed);
+    }
+
+    /// A rule reload finished: counted by outcome; a failed one is shown on
+    /// `/readyz` (still ready: the previous rules keep running) until the
+    /// next successful reload.
+    pub fn reloaded(&self, error: Option<&str>) {
+        let outcome = if error.is_some() { "failed" } else { "ok" };
+        self.counters
+            .get_or_create(&l(&[("kind", "rule_reloads"), ("outcome", outcome)]))
+            .inc();
+        self.gauges
+            .get_or_create(&l(&[("kind", "rule_reload_ok")]))
+            .set(i64::from(error.is_none()));
+        if let Ok(mut e) = self.reload_error.lock() {
+            *e = error.map(str::to_string);
+        }
     }
 
     /// The source is (or is not) connected, with a description.
@@ -154,6 +174,7 @@ impl Telemetry {
         let d = &s.stats.decode;
         for (kind, v) in [
             ("lines", d.lines),
+            ("truncated_lines", s.truncated_lines),
             ("malformed", d.malformed),
             ("partial_chunks", d.partial_chunks),
             ("partial_overflow", d.partial_overflow),
@@ -231,6 +252,7 @@ impl Telemetry {
         let body = serde_json::json!({
             "ready": rules && source,
             "rules_loaded": rules,
+            "rule_reload_error": self.reload_error.lock().ok().and_then(|e| e.clone()),
             "source": {"connected": source, "detail": self.source.lock().map(|s| s.clone()).unwrap_or_default()},
             "degraded_receivers": degraded,
             "receivers": receivers,

@@ -167,3 +167,40 @@ fn huge_and_nasty_rule_files_are_handled() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn max_line_bytes_cuts_long_lines_and_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("long.log");
+    // The literal sits 6 KB into the line: kept under the default 1 MiB
+    // bound, cut away under a 4 KiB one.
+    let line = format!(
+        "{{\"level\":\"error\",\"ts\":1764000000,\"pad\":\"{}\",\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_l0ng\"}}\n",
+        "z".repeat(6000)
+    );
+    std::fs::write(&p, line.repeat(3)).unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["replay", "--log-level", "warn"])
+            .args(extra)
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (stdout, _) = run(&[]);
+    assert!(stdout.contains("livekit.drain_failed"), "{stdout}");
+    let (stdout, stderr) = run(&["--max-line-bytes", "4096"]);
+    assert!(!stdout.contains("drain_failed"), "{stdout}");
+    assert!(stderr.contains("truncated=3"), "{stderr}");
+    let bad = Command::new(BIN)
+        .args(["replay", "--max-line-bytes", "10"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success(), "a bound below 1 KiB is refused");
+}

@@ -22,8 +22,9 @@ use std::sync::Arc;
 /// Context labels of a stream: `pod`, `container`, `namespace`, Loki labels.
 pub type Labels = Arc<Vec<(String, String)>>;
 
-/// Longest reassembled partial line; a longer one is emitted truncated.
-pub const MAX_PARTIAL_BYTES: usize = 1 << 20;
+/// Default longest reassembled partial line; a longer one is emitted
+/// truncated. The bound in force is [`crate::source::max_line_bytes`].
+pub const MAX_PARTIAL_BYTES: usize = crate::source::MAX_LINE_BYTES;
 /// Most streams whose context (sticky fields, partials) is remembered.
 pub const MAX_STREAMS: usize = 16_384;
 
@@ -53,7 +54,7 @@ pub struct DecodeStats {
     pub lines: u64,
     /// Partial chunks joined into a line.
     pub partial_chunks: u64,
-    /// Reassembled lines cut at [`MAX_PARTIAL_BYTES`].
+    /// Reassembled lines cut at the line bound (`--max-line-bytes`).
     pub partial_overflow: u64,
     /// Lines that looked structured but did not parse (kept as plain text).
     pub malformed: u64,
@@ -354,6 +355,21 @@ impl Decoder {
         }
     }
 
+    /// Recompiles the field scanners for a new key configuration (after a
+    /// rule reload) while keeping every stream's state: sticky values,
+    /// partial lines, labels and counters.
+    pub fn rekey(&mut self, keys: &KeyConfig, group_keys: &[String]) {
+        let fresh = Decoder::with_group_keys(keys, self.live, group_keys);
+        self.index = fresh.index;
+        self.small = fresh.small;
+        self.small_spans = fresh.small_spans;
+        self.small_time_slots = fresh.small_time_slots;
+        self.spans = fresh.spans;
+        self.time_slots = fresh.time_slots;
+        self.sticky_slots = fresh.sticky_slots;
+        self.full_scanned = false;
+    }
+
     /// The id of a group key compiled for the cheap path.
     pub fn key_id(&self, name: &str) -> Option<keys::KeyId> {
         self.index.id(name)
@@ -503,7 +519,7 @@ impl Decoder {
                 let buf = st
                     .partial
                     .get_or_insert_with(|| (String::new(), wrapper_time));
-                let room = MAX_PARTIAL_BYTES.saturating_sub(buf.0.len());
+                let room = crate::source::max_line_bytes().saturating_sub(buf.0.len());
                 if room >= content.len() {
                     buf.0.push_str(&content);
                     return None;
@@ -552,7 +568,10 @@ impl Decoder {
                 buf.push_str(&text);
                 *depth = json_depth(&text, *depth, in_str);
                 *lines += 1;
-                if *depth > 0 && buf.len() < MAX_PARTIAL_BYTES && *lines < MAX_BLOCK_LINES {
+                if *depth > 0
+                    && buf.len() < crate::source::max_line_bytes()
+                    && *lines < MAX_BLOCK_LINES
+                {
                     return None;
                 }
                 if *depth > 0 {

@@ -319,6 +319,51 @@ pub struct RuleSet {
     pub keys: KeyConfig,
 }
 
+impl RuleSet {
+    /// Everything that decides rule `ri`'s detector state and alert keys:
+    /// its conditions, group keys (with the aliases they expand to), detector
+    /// and timings. A reload keeps the state of a rule whose signature did not
+    /// change; title, severity, annotations, labels and examples may change
+    /// freely.
+    pub fn detection_signature(&self, ri: usize) -> String {
+        let Some(r) = self.rules.get(ri) else {
+            return String::new();
+        };
+        let cond = |c: CondId| format!("{:?}", self.conditions.get(c));
+        let expand = |k: &str| match self.keys.aliases.get(k) {
+            Some(paths) => format!("{k}={paths:?}"),
+            None => k.to_string(),
+        };
+        let mut keys: Vec<String> = r.group_by.iter().map(|k| expand(k)).collect();
+        let detect = match &r.detect {
+            Detect::Sequence { then, within } => format!("sequence {} {:?}", cond(*then), within),
+            Detect::Spread(s) => {
+                keys.extend(s.partition_by.iter().map(|k| expand(k)));
+                format!("{:?}", r.detect)
+            }
+            Detect::Share(s) => {
+                keys.extend(s.partition_by.iter().map(|k| expand(k)));
+                format!("{:?}", r.detect)
+            }
+            d => format!("{d:?}"),
+        };
+        if keys.iter().any(|k| k == WORKLOAD_KEY) {
+            keys.push(expand("pod"));
+        }
+        format!(
+            "{}|{}|{}|{:?}|{}|{}|{}|{}",
+            r.id,
+            cond(r.cond),
+            r.resolve_on.map(cond).unwrap_or_default(),
+            keys,
+            detect,
+            r.for_,
+            r.resolve_after,
+            r.max_groups
+        )
+    }
+}
+
 /// Loads the embedded built-in pack.
 pub fn load_builtin() -> Result<RuleSet, RuleErrors> {
     let files: Vec<(String, String)> = BUILTIN
@@ -330,6 +375,12 @@ pub fn load_builtin() -> Result<RuleSet, RuleErrors> {
 
 /// Loads rule files from paths (files or directories of `*.yaml`/`*.yml`).
 pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
+    compile(&read_paths(paths)?)
+}
+
+/// Reads the rule files under paths as (name, text), in a stable order,
+/// without compiling them (`--watch-rules` compares these).
+pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, RuleErrors> {
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for p in paths {
@@ -348,7 +399,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
             message: "no rule files (*.yaml, *.yml) found".into(),
         }]));
     }
-    compile(&files)
+    Ok(files)
 }
 
 fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<RuleError>) {

@@ -302,15 +302,16 @@ fn read_slice(t: &mut Tracked, stats: &mut FileStats) -> (Vec<String>, bool) {
     (lines, t.read_pos >= len)
 }
 
-/// Appends to the pending line up to [`MAX_LINE_BYTES`]; the rest of an
+/// Appends to the pending line up to the line bound ([`super::max_line_bytes`]); the rest of an
 /// over-long line is dropped (and counted once).
 fn push_bounded(t: &mut Tracked, bytes: &[u8], stats: &mut FileStats) {
     if t.skipping {
         return;
     }
-    let room = MAX_LINE_BYTES.saturating_sub(t.pending.len());
+    let room = super::max_line_bytes().saturating_sub(t.pending.len());
     if bytes.len() > room {
         stats.truncated_lines += 1;
+        super::count_truncated();
         t.skipping = true;
     }
     t.pending.extend_from_slice(&bytes[..bytes.len().min(room)]);

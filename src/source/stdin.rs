@@ -1,12 +1,11 @@
 //! Line reading from stdin or files, for `run` and `replay`.
 
-use super::MAX_LINE_BYTES;
 use std::io::{self, BufRead};
 
 /// Counters of a line reader.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ReadStats {
-    /// Lines cut at [`MAX_LINE_BYTES`].
+    /// Lines cut at the line bound ([`super::max_line_bytes`]).
     pub truncated: u64,
     /// Lines with invalid UTF-8 (replaced with U+FFFD).
     pub invalid_utf8: u64,
@@ -54,7 +53,7 @@ impl<R: BufRead> LineReader<R> {
                 Some(i) => (i + 1, true),
                 None => (chunk.len(), false),
             };
-            let room = MAX_LINE_BYTES.saturating_sub(self.buf.len());
+            let room = super::max_line_bytes().saturating_sub(self.buf.len());
             if room < take {
                 overflow = true;
             }
@@ -66,6 +65,7 @@ impl<R: BufRead> LineReader<R> {
         }
         if overflow {
             self.stats.truncated += 1;
+            super::count_truncated();
         }
         while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
             self.buf.pop();
@@ -102,7 +102,7 @@ impl Chunk {
 }
 
 /// Splits a byte stream into chunks of complete lines, cutting any line
-/// longer than [`MAX_LINE_BYTES`] (the rest of it is dropped and counted).
+/// longer than the line bound ([`super::max_line_bytes`]) (the rest of it is dropped and counted).
 #[derive(Debug, Default)]
 pub struct Chunker {
     pending: Vec<u8>,
@@ -119,9 +119,10 @@ impl Chunker {
             match memchr::memchr(b'\n', bytes) {
                 Some(nl) => {
                     if !self.skipping {
-                        let room = MAX_LINE_BYTES.saturating_sub(self.pending.len());
+                        let room = super::max_line_bytes().saturating_sub(self.pending.len());
                         if nl > room {
                             self.stats.truncated += 1;
+                            super::count_truncated();
                         }
                         self.pending.extend_from_slice(&bytes[..nl.min(room)]);
                         out.append(&mut self.pending);
@@ -132,10 +133,11 @@ impl Chunker {
                 }
                 None => {
                     if !self.skipping {
-                        let room = MAX_LINE_BYTES.saturating_sub(self.pending.len());
+                        let room = super::max_line_bytes().saturating_sub(self.pending.len());
                         if bytes.len() > room {
                             // Emit the cut line now and drop the rest of it.
                             self.stats.truncated += 1;
+                            super::count_truncated();
                             self.pending.extend_from_slice(&bytes[..room]);
                             out.append(&mut self.pending);
                             out.push(b'\n');
@@ -215,6 +217,7 @@ pub fn spawn_reader(capacity: usize) -> tokio::sync::mpsc::Receiver<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::MAX_LINE_BYTES;
 
     #[test]
     fn chunker_splits_bounds_and_keeps_partial_lines() {
