@@ -16,6 +16,7 @@ pub mod detect;
 pub mod matcher;
 pub mod notify;
 pub mod rules;
+pub mod ruletest;
 pub mod server;
 pub mod source;
 

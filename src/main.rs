@@ -63,6 +63,21 @@ enum Cmd {
     Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
     Check(CheckArgs),
+    /// Run rule unit tests: log lines at chosen instants in, expected
+    /// notifications out (see docs/rules.md).
+    #[command(
+        after_help = "Examples:\n  sigwatch test rules/tests/\n  sigwatch test --rules my-rules/ my-rules/tests/black-hole.yaml\n\nExit status: 0 when every case passes, 1 otherwise."
+    )]
+    Test(TestArgs),
+}
+
+#[derive(Args)]
+struct TestArgs {
+    #[command(flatten)]
+    rules: RulesArgs,
+    /// Test files, or directories of them (*.yaml, *.yml).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -281,6 +296,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.cmd {
         Cmd::Check(a) => return check(&a),
+        Cmd::Test(a) => return test(&a),
         Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p, a.loki))),
         Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files))),
     };
@@ -299,6 +315,67 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the runtime")
+}
+
+fn test(a: &TestArgs) -> ExitCode {
+    let set = match load_rules(&a.rules) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut files = Vec::new();
+    for p in &a.paths {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = match std::fs::read_dir(p) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|e| {
+                        e.is_file() && e.extension().is_some_and(|x| x == "yaml" || x == "yml")
+                    })
+                    .collect(),
+                Err(e) => {
+                    eprintln!("{}: {e}", p.display());
+                    return ExitCode::from(1);
+                }
+            };
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let (mut passed, mut failed) = (0, 0);
+    for f in &files {
+        println!("{}", f.display());
+        match sigwatch::ruletest::run_file(f, &set) {
+            Ok(results) => {
+                for r in &results {
+                    print!("{}", sigwatch::ruletest::render(r));
+                    if r.passed {
+                        passed += 1;
+                    } else {
+                        failed += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                println!("  ERROR {e}");
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "\n{passed} passed, {failed} failed ({} file{})",
+        files.len(),
+        if files.len() == 1 { "" } else { "s" }
+    );
+    if failed > 0 || passed == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn check(a: &CheckArgs) -> ExitCode {

@@ -71,6 +71,67 @@ pub struct DecodeStats {
     pub bad_time: u64,
     /// Items split out of Kubernetes `List` objects.
     pub list_items: u64,
+    /// Lines by wrapper and payload format (see [`payload::sniff`]).
+    pub formats: FormatCounts,
+}
+
+/// Lines by wrapper and by payload format. Wrappers overlap formats: a CRI
+/// line carrying JSON counts once under `cri` and once under `json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FormatCounts {
+    /// Container runtime wrapper: CRI (containerd, CRI-O).
+    pub cri: u64,
+    /// Container runtime wrapper: Docker json-file.
+    pub docker: u64,
+    /// `kubectl logs --prefix` or stern prefix.
+    pub prefixed: u64,
+    /// JSON objects (incl. shipper envelopes and Kubernetes events).
+    pub json: u64,
+    /// zap console.
+    pub console: u64,
+    /// syslog / journal text lines.
+    pub syslog: u64,
+    /// klog.
+    pub klog: u64,
+    /// Go `log` prefix.
+    pub golog: u64,
+    /// logfmt.
+    pub logfmt: u64,
+    /// Anything else.
+    pub plain: u64,
+}
+
+impl FormatCounts {
+    fn add(&mut self, format: &str) {
+        match format {
+            "json" => self.json += 1,
+            "console" => self.console += 1,
+            "syslog" => self.syslog += 1,
+            "klog" => self.klog += 1,
+            "golog" => self.golog += 1,
+            "logfmt" => self.logfmt += 1,
+            _ => self.plain += 1,
+        }
+    }
+
+    /// (name, count) of the non-zero counters, wrappers first.
+    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("cri", self.cri),
+            ("docker", self.docker),
+            ("prefixed", self.prefixed),
+            ("json", self.json),
+            ("console", self.console),
+            ("syslog", self.syslog),
+            ("klog", self.klog),
+            ("golog", self.golog),
+            ("logfmt", self.logfmt),
+            ("plain", self.plain),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -482,6 +543,9 @@ impl Decoder {
                 }
             },
         };
+        if prefix.is_some() {
+            self.stats.formats.prefixed += 1;
+        }
         // Without a prefix, a shipper's envelope may name the pod.
         let prefix = prefix.or_else(|| envelope_pod(&rest));
         self.key_buf.clear();
@@ -496,14 +560,28 @@ impl Decoder {
         // Container runtime wrapper.
         let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) =
             match rest {
-                Cow::Borrowed(b) => match wrapper::cri(b).or_else(|| wrapper::docker(b)) {
-                    Some(u) => (u.content, u.time, u.partial, true),
-                    None => (Cow::Borrowed(b), None, false, false),
+                Cow::Borrowed(b) => match wrapper::cri(b) {
+                    Some(u) => {
+                        self.stats.formats.cri += 1;
+                        (u.content, u.time, u.partial, true)
+                    }
+                    None => match wrapper::docker(b) {
+                        Some(u) => {
+                            self.stats.formats.docker += 1;
+                            (u.content, u.time, u.partial, true)
+                        }
+                        None => (Cow::Borrowed(b), None, false, false),
+                    },
                 },
                 Cow::Owned(o) => {
-                    let u = wrapper::cri(&o)
-                        .or_else(|| wrapper::docker(&o))
-                        .map(|u| (u.content.into_owned(), u.time, u.partial));
+                    let u = match wrapper::cri(&o) {
+                        Some(u) => {
+                            self.stats.formats.cri += 1;
+                            Some(u)
+                        }
+                        None => wrapper::docker(&o).inspect(|_| self.stats.formats.docker += 1),
+                    }
+                    .map(|u| (u.content.into_owned(), u.time, u.partial));
                     match u {
                         Some((c, t, p)) => (Cow::Owned(c), t, p, true),
                         None => (Cow::Owned(o), None, false, false),
@@ -542,6 +620,7 @@ impl Decoder {
             }
         };
         let text = self.reassemble_block(&stream, sid, text)?;
+        self.stats.formats.add(payload::sniff(&text));
         let time = self.update_stream(sid, &text, wrapper_time, arrival);
         Some(Prepared {
             text,

@@ -146,6 +146,51 @@ const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log"];
 const TIME_KEYS: &[&str] = super::keys::TIME_FIELDS.split_at(1).1;
 const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
 
+/// The format [`decode`] would most likely pick, from the first bytes only:
+/// cheap enough for every line (the `lines by format` counters), exact
+/// only where the header is unambiguous. Names: `json`, `console`,
+/// `syslog`, `klog`, `golog`, `logfmt`, `plain`.
+pub fn sniff(text: &str) -> &'static str {
+    let t = text.trim_start();
+    let b = t.as_bytes();
+    match b.first() {
+        None => return "plain",
+        Some(b'{') => return "json",
+        _ => {}
+    }
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    if b.len() >= 24 && digit(0) && b[4] == b'-' && b.get(10) == Some(&b'T') {
+        return "console";
+    }
+    if b.len() > 16
+        && t.get(..3)
+            .and_then(super::time::month_from_abbrev)
+            .is_some()
+        && b[3] == b' '
+    {
+        return "syslog";
+    }
+    if matches!(b[0], b'I' | b'W' | b'E' | b'F') && (1..5).all(digit) && b.get(5) == Some(&b' ') {
+        return "klog";
+    }
+    if let Some(start) = b.iter().take(41).position(u8::is_ascii_digit) {
+        let s = &b[start..];
+        if s.len() >= 19 && s[4] == b'/' && s[7] == b'/' && s[10] == b' ' && s[13] == b':' {
+            return "golog";
+        }
+    }
+    let first = t.split(' ').next().unwrap_or("");
+    if let Some((k, _)) = first.split_once('=') {
+        let key = !k.is_empty()
+            && k.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'-');
+        if key && t[first.len()..].contains('=') {
+            return "logfmt";
+        }
+    }
+    "plain"
+}
+
 /// Decodes a payload. `reference` is a nearby known time used to complete
 /// stamps that carry no year (klog, syslog).
 pub fn decode(text: &str, reference: Option<i64>) -> Payload {

@@ -1,0 +1,716 @@
+//! Rule unit tests (`sigwatch test`): people trust alert rules they can
+//! test, the way Prometheus users test theirs with `promtool test rules`.
+//!
+//! A test file holds cases; each case feeds log lines at chosen instants
+//! (relative like `+30s` or absolute RFC 3339, or a fixture file whose
+//! lines carry their own times) through the real engine, and compares the
+//! notifications it produced with the expected ones: rule, group, state,
+//! optionally the instant (within a tolerance) and annotations. The result
+//! is a readable diff, so a broken rule points at its cause.
+//!
+//! ```yaml
+//! tests:
+//!   - name: one node fails every recording
+//!     start: 2024-05-01T13:00:00Z
+//!     input:
+//!       - at: +0s
+//!         every: 10s
+//!         repeat: 12
+//!         line: '{"level":"info","ts":{{ts}},"msg":"egress_failed","nodeID":"NE_bad","egressID":"EG_{{n}}"}'
+//!     expect:
+//!       - {rule: egress.black_hole, group: NE_bad, state: firing, at: +1m50s}
+//! ```
+
+use crate::alert::{AlertState, Notification};
+use crate::decode::{time, Source};
+use crate::rules::duration::{format_duration, Dur};
+use crate::rules::RuleSet;
+use crate::{Engine, Options};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A test file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestFile {
+    /// Rule files or directories, relative to the test file. Default: the
+    /// rules given on the command line (or the built-in pack).
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// The cases.
+    pub tests: Vec<Case>,
+}
+
+/// One test case.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// What the case shows.
+    pub name: String,
+    /// The instant relative times count from (RFC 3339). Default
+    /// 2024-05-01T12:00:00Z.
+    #[serde(default)]
+    pub start: Option<String>,
+    /// How far a notification's instant may be from its expected `at`.
+    /// Default 30s.
+    #[serde(default)]
+    pub tolerance: Option<Dur>,
+    /// Allowed lateness of events (the engine's `--lateness`). Default 5s.
+    #[serde(default)]
+    pub lateness: Option<Dur>,
+    /// Input lines, fed in the order written.
+    pub input: Vec<Input>,
+    /// Event time to advance to after the input (windows slide, alerts
+    /// resolve, absences fire), e.g. `+30m`. Default: the last input time.
+    #[serde(default)]
+    pub end: Option<String>,
+    /// Every notification expected, in order. Anything else produced is a
+    /// failure.
+    #[serde(default)]
+    pub expect: Vec<Expect>,
+}
+
+/// Input of a case: one line (maybe repeated), or a fixture file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// A log line exactly as a source delivers it (any wrapper, any format).
+    /// `{{ts}}` becomes the line's instant in epoch seconds (with
+    /// milliseconds), `{{rfc3339}}` in RFC 3339, `{{n}}` the repetition
+    /// number (0, 1, …).
+    #[serde(default)]
+    pub line: Option<String>,
+    /// A log file (relative to the test file) replayed with its own times.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The line's instant (`+30s`, `+1h2m`, or RFC 3339); it is the event
+    /// time whatever the line says. Without it the line's own time counts.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Repeat the line this many times (default 1).
+    #[serde(default)]
+    pub repeat: Option<u32>,
+    /// Time between repetitions (default 1s).
+    #[serde(default)]
+    pub every: Option<Dur>,
+    /// Stream name (one container's output), default `test`. Streams keep
+    /// their own sticky values (e.g. `nodeID`).
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// Stream labels, as Loki or a prefix would give them (`pod`, `node`…).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// An expected notification.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Rule id.
+    pub rule: String,
+    /// Group (node, pod, upstream, or `cluster`); any when omitted.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// `firing` (default) or `resolved`.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// When it is expected (`+5m` or RFC 3339), within the case's tolerance.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Annotations that must render exactly so (others are not compared).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Errors that stop a test file (as opposed to failing cases).
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    /// The file cannot be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// Path.
+        path: String,
+        /// Reason.
+        message: String,
+    },
+    /// The file is not a valid test file.
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        /// Path.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// Reason.
+        message: String,
+    },
+    /// The rules the file names do not load.
+    #[error("{path}: rules: {source}")]
+    Rules {
+        /// Test file.
+        path: String,
+        /// The rule errors.
+        source: crate::rules::RuleErrors,
+    },
+}
+
+/// One notification as the test runner sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    /// Rule id.
+    pub rule: String,
+    /// Group.
+    pub group: String,
+    /// `firing` or `resolved`.
+    pub state: String,
+    /// Event time it was emitted at (ns).
+    pub at: i64,
+    /// Rendered annotations.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One line of a case's diff.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiffLine {
+    /// Expected and produced.
+    Same(String),
+    /// Expected, not produced.
+    Missing(String),
+    /// Produced, not expected.
+    Unexpected(String),
+    /// Produced, but not as expected (time or annotations): what differs.
+    Differs(String),
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    /// Case name.
+    pub name: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// Expected vs actual (only interesting when failed).
+    pub diff: Vec<DiffLine>,
+    /// A problem in the case itself (bad time, missing fixture).
+    pub error: Option<String>,
+}
+
+const DEFAULT_START: &str = "2024-05-01T12:00:00Z";
+
+/// Reads and parses a test file.
+pub fn load(path: &Path) -> Result<TestFile, TestError> {
+    let text = std::fs::read_to_string(path).map_err(|e| TestError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    serde_yaml_ng::from_str::<TestFile>(&text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((1, 1));
+        let msg = e.to_string();
+        let message = match msg.rfind(" at line ") {
+            Some(i) => msg[..i].to_string(),
+            None => msg,
+        };
+        TestError::Parse {
+            path: path.display().to_string(),
+            line,
+            column,
+            message,
+        }
+    })
+}
+
+/// Runs every case of a test file. `default_rules` is used when the file
+/// names none.
+pub fn run_file(path: &Path, default_rules: &RuleSet) -> Result<Vec<CaseResult>, TestError> {
+    let file = load(path)?;
+    let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let own;
+    let rules = if file.rules.is_empty() {
+        default_rules
+    } else {
+        let paths: Vec<PathBuf> = file.rules.iter().map(|r| dir.join(r)).collect();
+        own = crate::rules::load_paths(&paths).map_err(|source| TestError::Rules {
+            path: path.display().to_string(),
+            source,
+        })?;
+        &own
+    };
+    Ok(file
+        .tests
+        .iter()
+        .map(|c| run_case(c, rules, &dir))
+        .collect())
+}
+
+/// Parses `+30s` (relative to `start`) or an RFC 3339 instant.
+fn instant(s: &str, start: i64) -> Result<i64, String> {
+    let t = s.trim();
+    if let Some(rel) = t.strip_prefix('+') {
+        return Dur::parse(rel).map(|d| start.saturating_add(d.ns()));
+    }
+    time::parse_rfc3339(t).ok_or_else(|| {
+        format!("invalid instant {t:?}: write +30s (after start) or 2024-05-01T12:00:30Z")
+    })
+}
+
+fn relative(ns: i64, start: i64) -> String {
+    let mut s = String::new();
+    let d = ns - start;
+    if d < 0 {
+        s.push('-');
+    } else {
+        s.push('+');
+    }
+    let _ = format_duration(d.abs(), &mut s);
+    s
+}
+
+fn substitute(line: &str, t: i64, n: u32) -> String {
+    if !line.contains("{{") {
+        return line.to_string();
+    }
+    let secs = t.div_euclid(1_000_000_000);
+    let ms = t.rem_euclid(1_000_000_000) / 1_000_000;
+    line.replace("{{ts}}", &format!("{secs}.{ms:03}"))
+        .replace("{{rfc3339}}", &time::format_rfc3339(t))
+        .replace("{{n}}", &n.to_string())
+}
+
+/// Runs one case.
+pub fn run_case(case: &Case, rules: &RuleSet, dir: &Path) -> CaseResult {
+    match execute(case, rules, dir) {
+        Ok((seen, start, hits)) => compare(case, &seen, start, &hits),
+        Err(e) => CaseResult {
+            name: case.name.clone(),
+            passed: false,
+            diff: Vec::new(),
+            error: Some(e),
+        },
+    }
+}
+
+/// One line to feed: its instant when `at` forces it, and where it sorts.
+struct Fed {
+    key: i64,
+    forced: Option<i64>,
+    source: usize,
+    text: String,
+}
+
+/// Expands a case's input into lines, merged by time the way the sources
+/// deliver them (several streams interleave): `at` lines at their instant,
+/// other lines at their own time (or right after the previous line).
+fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>), String> {
+    let mut fed = Vec::new();
+    let mut sources = Vec::new();
+    let mut prev = start;
+    for (i, input) in case.input.iter().enumerate() {
+        let labels: Vec<(String, String)> = input
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let name = input
+            .stream
+            .clone()
+            .or_else(|| input.file.clone())
+            .unwrap_or_else(|| "test".to_string());
+        let source = match sources
+            .iter()
+            .position(|s: &Source| s.name == name && s.labels == labels)
+        {
+            Some(p) => p,
+            None => {
+                sources.push(Source { name, labels });
+                sources.len() - 1
+            }
+        };
+        let texts: Vec<(Option<i64>, String)> = match (&input.line, &input.file) {
+            (Some(line), None) => {
+                let at = input.at.as_deref().map(|a| instant(a, start)).transpose()?;
+                let every = input.every.unwrap_or(Dur::secs(1)).ns();
+                (0..input.repeat.unwrap_or(1))
+                    .map(|n| {
+                        let t = at.map(|a| a.saturating_add(every.saturating_mul(i64::from(n))));
+                        (t, substitute(line, t.unwrap_or(prev), n))
+                    })
+                    .collect()
+            }
+            (None, Some(file)) => {
+                if input.at.is_some() || input.repeat.is_some() {
+                    return Err(format!(
+                        "input {}: a file's lines keep their own times (no `at`/`repeat`)",
+                        i + 1
+                    ));
+                }
+                let path = dir.join(file);
+                std::fs::read_to_string(&path)
+                    .map_err(|e| format!("input {}: {}: {e}", i + 1, path.display()))?
+                    .lines()
+                    .map(|l| (None, l.to_string()))
+                    .collect()
+            }
+            _ => {
+                return Err(format!(
+                    "input {}: give exactly one of `line` and `file`",
+                    i + 1
+                ))
+            }
+        };
+        for (forced, text) in texts {
+            let key = forced
+                .or_else(|| crate::decode::peek_time(&text, Some(prev)))
+                .unwrap_or(prev);
+            prev = key;
+            fed.push(Fed {
+                key,
+                forced,
+                source,
+                text,
+            });
+        }
+    }
+    // Stable: lines at the same instant keep the order written.
+    fed.sort_by_key(|f| f.key);
+    Ok((fed, sources))
+}
+
+/// Feeds a case's input; returns the notifications and the start instant.
+#[allow(clippy::type_complexity)]
+fn execute(
+    case: &Case,
+    rules: &RuleSet,
+    dir: &Path,
+) -> Result<(Vec<Seen>, i64, BTreeMap<String, u64>), String> {
+    let start = instant(case.start.as_deref().unwrap_or(DEFAULT_START), 0)?;
+    let lateness = case.lateness.map_or(crate::DEFAULT_LATENESS_NS, |d| d.ns());
+    let mut engine = Engine::new(
+        rules.clone(),
+        Options {
+            live: false,
+            lateness_ns: lateness,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let (fed, sources) = expand(case, start, dir)?;
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    // A notification's instant: the event-time clock of the feed when it
+    // came out (the line's instant, or the clock while advancing).
+    let collect = |out: &mut Vec<Notification>, seen: &mut Vec<Seen>, at: i64| {
+        for n in out.drain(..) {
+            seen.push(Seen {
+                state: match n.state {
+                    AlertState::Firing => "firing",
+                    AlertState::Resolved => "resolved",
+                }
+                .to_string(),
+                rule: n.rule,
+                group: n.group,
+                at,
+                annotations: n.annotations,
+            });
+        }
+    };
+    let mut last = start;
+    for f in &fed {
+        let src = &sources[f.source];
+        match f.forced {
+            Some(t) => engine.push_line_at(src, &f.text, t, &mut out),
+            None => engine.push_line(src, &f.text, None, &mut out),
+        }
+        last = last.max(f.key);
+        collect(&mut out, &mut seen, last);
+    }
+    if let Some(end) = &case.end {
+        let end = instant(end, start)?;
+        // Step through the clock so every notification gets its instant.
+        let mut t = last;
+        while t < end {
+            t = (t + 1_000_000_000).min(end);
+            engine.advance_to(t + lateness, &mut out);
+            collect(&mut out, &mut seen, t);
+        }
+    }
+    engine.finish(&mut out);
+    let t = engine.watermark().unwrap_or(last);
+    collect(&mut out, &mut seen, t);
+    let hits = engine
+        .rule_stats()
+        .into_iter()
+        .map(|(id, hits, _)| (id, hits))
+        .collect();
+    Ok((seen, start, hits))
+}
+
+fn describe(state: &str, rule: &str, group: &str, at: &str) -> String {
+    format!("{state:<9}{rule:<32} {group:<24} at {at}")
+}
+
+fn compare(case: &Case, seen: &[Seen], start: i64, hits: &BTreeMap<String, u64>) -> CaseResult {
+    let tolerance = case.tolerance.unwrap_or(Dur::secs(30)).ns();
+    let mut errors = Vec::new();
+    let expected: Vec<(Expect, String, Option<i64>)> = case
+        .expect
+        .iter()
+        .map(|e| {
+            let state = e.state.clone().unwrap_or_else(|| "firing".to_string());
+            let at = match e.at.as_deref().map(|a| instant(a, start)).transpose() {
+                Ok(a) => a,
+                Err(msg) => {
+                    errors.push(msg);
+                    None
+                }
+            };
+            (e.clone(), state, at)
+        })
+        .collect();
+    if !errors.is_empty() {
+        return CaseResult {
+            name: case.name.clone(),
+            passed: false,
+            diff: Vec::new(),
+            error: Some(errors.join("; ")),
+        };
+    }
+    let identity = |e: &Expect, state: &str, s: &Seen| {
+        e.rule == s.rule && state == s.state && e.group.as_ref().is_none_or(|g| *g == s.group)
+    };
+    let timely = |at: Option<i64>, s: &Seen| at.is_none_or(|a| (s.at - a).abs() <= tolerance);
+    let annotated = |e: &Expect, s: &Seen| {
+        e.annotations
+            .iter()
+            .all(|(k, v)| s.annotations.get(k) == Some(v))
+    };
+    // Pass 1: exact matches, in order. Pass 2: same identity, but the
+    // instant or an annotation differs — reported as such, which says more
+    // than a missing line plus an unexpected one.
+    let mut taken = vec![false; seen.len()];
+    let mut matched: Vec<Option<usize>> = vec![None; expected.len()];
+    for (ei, (e, state, at)) in expected.iter().enumerate() {
+        matched[ei] = (0..seen.len()).find(|&si| {
+            !taken[si]
+                && identity(e, state, &seen[si])
+                && timely(*at, &seen[si])
+                && annotated(e, &seen[si])
+        });
+        if let Some(si) = matched[ei] {
+            taken[si] = true;
+        }
+    }
+    let mut near: Vec<Option<usize>> = vec![None; expected.len()];
+    for (ei, (e, state, _)) in expected.iter().enumerate() {
+        if matched[ei].is_some() {
+            continue;
+        }
+        near[ei] = (0..seen.len()).find(|&si| !taken[si] && identity(e, state, &seen[si]));
+        if let Some(si) = near[ei] {
+            taken[si] = true;
+        }
+    }
+    let mut diff = Vec::new();
+    let mut passed = true;
+    for (ei, (e, state, at)) in expected.iter().enumerate() {
+        let want_at = at.map_or("any time".to_string(), |a| relative(a, start));
+        let group = e.group.as_deref().unwrap_or("(any group)");
+        if let Some(si) = matched[ei] {
+            let s = &seen[si];
+            diff.push(DiffLine::Same(describe(
+                state,
+                &s.rule,
+                &s.group,
+                &relative(s.at, start),
+            )));
+        } else if let Some(si) = near[ei] {
+            passed = false;
+            let s = &seen[si];
+            let mut why = Vec::new();
+            if !timely(*at, s) {
+                why.push(format!(
+                    "expected at {want_at} ±{}, came at {}",
+                    Dur(tolerance),
+                    relative(s.at, start)
+                ));
+            }
+            for (k, v) in &e.annotations {
+                match s.annotations.get(k) {
+                    Some(got) if got == v => {}
+                    Some(got) => why.push(format!("annotation {k}: expected {v:?}, got {got:?}")),
+                    None => why.push(format!("annotation {k}: expected {v:?}, not set")),
+                }
+            }
+            diff.push(DiffLine::Differs(format!(
+                "{}\n            {}",
+                describe(state, &s.rule, &s.group, &relative(s.at, start)),
+                why.join("\n            ")
+            )));
+        } else {
+            passed = false;
+            // Say where to look: the match, or the detector.
+            let why = match hits.get(&e.rule) {
+                None => "no such rule in the rule set".to_string(),
+                Some(0) => {
+                    "the rule matched no line: check its match with `sigwatch explain`".to_string()
+                }
+                Some(n) => format!(
+                    "the rule matched {n} line{}, but its detector did not produce this",
+                    if *n == 1 { "" } else { "s" }
+                ),
+            };
+            diff.push(DiffLine::Missing(format!(
+                "{}\n            {why}",
+                describe(state, &e.rule, group, &want_at)
+            )));
+        }
+    }
+    for (si, s) in seen.iter().enumerate() {
+        if !taken[si] {
+            passed = false;
+            diff.push(DiffLine::Unexpected(describe(
+                &s.state,
+                &s.rule,
+                &s.group,
+                &relative(s.at, start),
+            )));
+        }
+    }
+    CaseResult {
+        name: case.name.clone(),
+        passed,
+        diff,
+        error: None,
+    }
+}
+
+/// Renders a case result the way a test runner does.
+pub fn render(r: &CaseResult) -> String {
+    let mut s = String::new();
+    if r.passed {
+        s.push_str(&format!("  ok    {}\n", r.name));
+        return s;
+    }
+    s.push_str(&format!("  FAIL  {}\n", r.name));
+    if let Some(e) = &r.error {
+        s.push_str(&format!("        error: {e}\n"));
+        return s;
+    }
+    s.push_str("        expected (-) vs produced (+), times after start:\n");
+    for d in &r.diff {
+        let (mark, text) = match d {
+            DiffLine::Same(t) => (' ', t),
+            DiffLine::Missing(t) => ('-', t),
+            DiffLine::Unexpected(t) => ('+', t),
+            DiffLine::Differs(t) => ('~', t),
+        };
+        s.push_str(&format!("        {mark} {text}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> RuleSet {
+        crate::rules::compile(&[(
+            "t.yaml".into(),
+            r#"rules:
+  - id: t.errors
+    title: Errors
+    severity: warning
+    match: {contains: ["boom"]}
+    group_by: node
+    detect: {count: {threshold: 3, window: 1m}}
+    annotations: {summary: "{{ group }} failed {{ count }} times"}
+"#
+            .into(),
+        )])
+        .unwrap()
+    }
+
+    fn case(yaml: &str) -> Case {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    const INPUT: &str = r#"
+name: three errors
+input:
+  - at: +10s
+    every: 5s
+    repeat: 3
+    line: '{"ts":{{ts}},"level":"error","msg":"boom {{n}}","nodeID":"ND_a"}'
+end: +5m
+"#;
+
+    #[test]
+    fn a_matching_expectation_passes() {
+        let c = case(&format!(
+            "{INPUT}expect:\n  - {{rule: t.errors, group: ND_a, at: +20s, annotations: {{summary: ND_a failed 3 times}}}}\n  - {{rule: t.errors, group: ND_a, state: resolved, at: +2m}}\n"
+        ));
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(r.passed, "{}", render(&r));
+    }
+
+    #[test]
+    fn wrong_time_annotation_missing_and_unexpected_are_each_reported() {
+        let c = case(&format!(
+            "{INPUT}tolerance: 10s\nexpect:\n  - {{rule: t.errors, group: ND_a, at: +4m, annotations: {{summary: nope}}}}\n  - {{rule: t.other, group: ND_a}}\n"
+        ));
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(!r.passed);
+        let text = render(&r);
+        assert!(
+            text.contains("expected at +4m ±10s, came at +20s"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"annotation summary: expected "nope", got "ND_a failed 3 times""#),
+            "{text}"
+        );
+        assert!(text.contains("- firing   t.other"), "{text}");
+        assert!(text.contains("+ resolved t.errors"), "{text}");
+    }
+
+    #[test]
+    fn lines_keep_their_own_time_without_at() {
+        let c = case(
+            r#"
+name: own times
+input:
+  - line: '{"ts":1714564800.0,"msg":"boom","nodeID":"ND_b"}'
+  - line: '{"ts":1714564801.0,"msg":"boom","nodeID":"ND_b"}'
+  - line: '{"ts":1714564802.0,"msg":"boom","nodeID":"ND_b"}'
+expect:
+  - {rule: t.errors, group: ND_b, at: 2024-05-01T12:00:02Z}
+"#,
+        );
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(r.passed, "{}", render(&r));
+    }
+
+    #[test]
+    fn case_errors_are_reported_not_panicked() {
+        let c = case("name: bad\ninput:\n  - at: soon\n    line: boom\n");
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(!r.passed);
+        assert!(
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("invalid instant")),
+            "{r:?}"
+        );
+        let c = case("name: both\ninput:\n  - {line: a, file: b}\n");
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("exactly one")),
+            "{r:?}"
+        );
+    }
+}
