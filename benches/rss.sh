@@ -60,7 +60,7 @@ rules:
     detect: {spread: {window: 10m, fraction: 0.5, min_groups: 2}}
 YAML
   start=$(date +%s.%N)
-  rss=$(/usr/bin/time -f %M "$BIN" replay --no-stdout --log-level error --rules "$R" "$FLOOD" 2>&1 >/dev/null | tail -1)
+  rss=$(/usr/bin/time -f %M "$BIN" replay --log-level error --rules "$R" "$FLOOD" 2>&1 >/dev/null | tail -1)
   end=$(date +%s.%N)
   printf "%-12s %-14s %s\n" "$MG" "$((rss / 1024))" "$(python3 -c "print(round($end - $start, 1))")"
 done

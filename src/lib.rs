@@ -13,6 +13,7 @@ pub mod alert;
 pub mod config;
 pub mod decode;
 pub mod detect;
+pub mod explain;
 pub mod matcher;
 pub mod notify;
 pub mod rules;

@@ -69,6 +69,24 @@ enum Cmd {
         after_help = "Examples:\n  sigwatch test rules/tests/\n  sigwatch test --rules my-rules/ my-rules/tests/black-hole.yaml\n\nExit status: 0 when every case passes, 1 otherwise."
     )]
     Test(TestArgs),
+    /// Explain a line: how it decodes (wrapper, format, time, level, fields,
+    /// group keys) and which rules match it, or which check failed.
+    #[command(
+        after_help = "Examples:\n  sigwatch explain '{\"level\":\"error\",\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_1\"}'\n  kubectl logs --prefix pod/livekit-0 | tail -5 | sigwatch explain --rule livekit.drain_stuck\n\nLines read from stdin share stream context (sticky nodeID, partial lines), as in the pipeline."
+    )]
+    Explain(ExplainArgs),
+}
+
+#[derive(Args)]
+struct ExplainArgs {
+    #[command(flatten)]
+    rules: RulesArgs,
+    /// Show this rule's checks even when none of its literals occur (repeatable).
+    #[arg(long = "rule", value_name = "ID")]
+    only: Vec<String>,
+    /// Lines to explain; none: read lines from stdin.
+    #[arg(value_name = "LINE")]
+    lines: Vec<String>,
 }
 
 #[derive(Args)]
@@ -297,6 +315,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Check(a) => return check(&a),
         Cmd::Test(a) => return test(&a),
+        Cmd::Explain(a) => return explain(&a),
         Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p, a.loki))),
         Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files))),
     };
@@ -315,6 +334,46 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the runtime")
+}
+
+fn explain(a: &ExplainArgs) -> ExitCode {
+    let set = match load_rules(&a.rules) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    for id in &a.only {
+        if !set.rules.iter().any(|r| &r.id == id) {
+            eprintln!("no rule {id:?} in the rule set");
+            return ExitCode::from(1);
+        }
+    }
+    let mut ex = match sigwatch::explain::Explainer::new(set) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    if !a.lines.is_empty() {
+        for l in &a.lines {
+            print!("{}", ex.explain(l, &a.only));
+        }
+        return ExitCode::SUCCESS;
+    }
+    let mut reader = sigwatch::source::stdin::LineReader::new(std::io::stdin().lock());
+    loop {
+        match reader.next_line_ref() {
+            Ok(Some(l)) => print!("{}", ex.explain(l, &a.only)),
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("stdin: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
 }
 
 fn test(a: &TestArgs) -> ExitCode {

@@ -258,6 +258,131 @@ impl Matcher {
             && plan.forbidden.iter().all(|&l| !present[l])
     }
 
+    /// Whether the literal stage passes condition `cid` on this text (the
+    /// same automaton as [`Matcher::scan`]).
+    pub fn literal_candidate(&self, text: &str, cid: CondId) -> bool {
+        let mut scratch = Scratch::default();
+        self.scan(text, &mut scratch) && scratch.candidates.contains(&cid)
+    }
+
+    /// Every check of a condition with its outcome and the value seen, for
+    /// `sigwatch explain` ("why didn't my rule fire?"). Unlike
+    /// [`Matcher::confirm`] it does not stop at the first failure.
+    pub fn explain(cond: &Condition, event: &mut Event) -> Vec<Check> {
+        let text = event.text.clone();
+        let occurs = |lit: &str| {
+            text.contains(lit)
+                || serde_json::to_string(lit)
+                    .ok()
+                    .and_then(|q| q.get(1..q.len() - 1).map(|e| text.contains(e)))
+                    .unwrap_or(false)
+        };
+        let q = |l: &str| format!("{l:?}");
+        let mut out = Vec::new();
+        if !cond.any.is_empty() {
+            let found: Vec<String> = cond
+                .any
+                .iter()
+                .filter(|l| occurs(l))
+                .map(|l| q(l))
+                .collect();
+            out.push(if found.is_empty() {
+                let near: Vec<String> = cond.any.iter().filter_map(|l| nearest(&text, l)).collect();
+                Check {
+                    ok: false,
+                    what: format!(
+                        "contains: none of {} occurs{}",
+                        cond.any.iter().map(|l| q(l)).collect::<Vec<_>>().join(", "),
+                        if near.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (closest: {})", near.join("; "))
+                        }
+                    ),
+                }
+            } else {
+                Check {
+                    ok: true,
+                    what: format!("contains: {} found", found.join(", ")),
+                }
+            });
+        }
+        for l in &cond.all {
+            let ok = occurs(l);
+            let near = if ok { None } else { nearest(&text, l) };
+            out.push(Check {
+                ok,
+                what: format!(
+                    "contains_all: {} {}{}",
+                    q(l),
+                    if ok { "found" } else { "missing" },
+                    near.map(|n| format!(" (closest: {n})")).unwrap_or_default()
+                ),
+            });
+        }
+        for l in &cond.none {
+            let bad = occurs(l);
+            out.push(Check {
+                ok: !bad,
+                what: format!(
+                    "not_contains: {} {}",
+                    q(l),
+                    if bad { "occurs: excluded" } else { "absent" }
+                ),
+            });
+        }
+        for re in &cond.regexes {
+            match re.captures(&text) {
+                Some(caps) => {
+                    let mut got = Vec::new();
+                    for name in re.capture_names().flatten() {
+                        if let Some(m) = caps.name(name) {
+                            got.push(format!("{name}={:?}", m.as_str()));
+                            event
+                                .captures
+                                .push((name.to_string(), m.as_str().to_string()));
+                        }
+                    }
+                    out.push(Check {
+                        ok: true,
+                        what: format!(
+                            "regex /{}/ matches{}",
+                            re.as_str(),
+                            if got.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({})", got.join(", "))
+                            }
+                        ),
+                    });
+                }
+                None => out.push(Check {
+                    ok: false,
+                    what: format!("regex /{}/ does not match the text", re.as_str()),
+                }),
+            }
+        }
+        for (k, v) in &cond.labels {
+            let val = event
+                .labels
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone());
+            out.push(Check {
+                ok: v.test(val.as_deref()),
+                what: format!("label {k} {}: {}", describe(v), seen(val.as_deref())),
+            });
+        }
+        for (k, v) in &cond.fields {
+            let val = event.get(k).map(|c| c.into_owned());
+            out.push(Check {
+                ok: v.test(val.as_deref()),
+                what: format!("field {k} {}: {}", describe(v), seen(val.as_deref())),
+            });
+        }
+        out
+    }
+
     /// Confirms a candidate on the decoded event: regexes (adding named
     /// captures to the event), field and label conditions.
     pub fn confirm(cond: &Condition, event: &mut Event) -> bool {
@@ -289,6 +414,59 @@ impl Matcher {
             }
         }
         true
+    }
+}
+
+/// One check of a condition and its outcome (see [`Matcher::explain`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was checked and what was seen.
+    pub what: String,
+}
+
+/// For a literal that does not occur: the longest start of it (at least
+/// half, at least 6 bytes) that does, and what the text has instead.
+fn nearest(text: &str, lit: &str) -> Option<String> {
+    let min = (lit.len() / 2).max(6);
+    let mut k = lit.len().saturating_sub(1);
+    while k >= min {
+        if lit.is_char_boundary(k) {
+            if let Some(at) = text.find(&lit[..k]) {
+                let after = &text[at + k..];
+                let mut end = after.len().min(k.min(24));
+                while !after.is_char_boundary(end) {
+                    end -= 1;
+                }
+                return Some(format!(
+                    "the text has {:?} then {:?} where the literal has {:?}",
+                    &lit[..k],
+                    &after[..end],
+                    &lit[k..]
+                ));
+            }
+        }
+        k -= 1;
+    }
+    None
+}
+
+fn describe(v: &crate::rules::ValueCond) -> String {
+    use crate::rules::ValueCond;
+    match v {
+        ValueCond::Equals(e) => format!("must be {e:?}"),
+        ValueCond::OneOf(l) => format!("must be one of {l:?}"),
+        ValueCond::Regex(r) => format!("must match /{}/", r.as_str()),
+        ValueCond::Exists(true) => "must be present".to_string(),
+        ValueCond::Exists(false) => "must be absent".to_string(),
+    }
+}
+
+fn seen(v: Option<&str>) -> String {
+    match v {
+        Some(v) => format!("is {v:?}"),
+        None => "absent".to_string(),
     }
 }
 

@@ -113,3 +113,42 @@ fn a_bad_test_file_is_reported_with_its_location() {
         "{out}"
     );
 }
+
+#[test]
+fn explain_answers_why_a_near_miss_did_not_fire() {
+    use std::io::Write;
+    // From stdin, two lines of one stream: the second inherits nodeID.
+    let mut child = Command::new(BIN)
+        .args(["explain", "--rule", "livekit.drain_stuck"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(
+            br#"{"level":"error","ts":1714568400.5,"msg":"failed to mark as draining","nodeID":"ND_n34r"}
+{"level":"info","ts":1714568405.5,"msg":"waiting for participant to exit"}
+"#,
+        )
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#"MATCH  livekit.drain_failed  → group "ND_n34r""#),
+        "{text}"
+    );
+    assert!(text.contains("no     livekit.drain_stuck"), "{text}");
+    assert!(
+        text.contains(r#"the text has "waiting for participant" then " to exit"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"sticky    nodeID="ND_n34r""#), "{text}");
+    let bad = Command::new(BIN)
+        .args(["explain", "--rule", "no.such", "x"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
