@@ -92,6 +92,7 @@ pub struct Engine {
     /// Per line: resolved value of each compiled key (resolved at most once).
     key_cache: Vec<Option<Option<String>>>,
     opts: Options,
+    min_time: i64,
     max_time: Option<i64>,
     watermark: i64,
     last_tick: i64,
@@ -217,6 +218,7 @@ impl Engine {
             population_rules: w.population_rules,
             partition_keys: w.partition_keys,
             opts,
+            min_time: i64::MAX,
             max_time: None,
             watermark: i64::MIN,
             last_tick: i64::MIN,
@@ -394,6 +396,11 @@ impl Engine {
         self.alerts.firing()
     }
 
+    /// Earliest and latest event time seen (ns), if any event was seen.
+    pub fn time_span(&self) -> Option<(i64, i64)> {
+        self.max_time.map(|m| (self.min_time.min(m), m))
+    }
+
     /// The current watermark (ns), if any event was seen.
     pub fn watermark(&self) -> Option<i64> {
         self.max_time.map(|_| self.watermark)
@@ -433,6 +440,7 @@ impl Engine {
 
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
         let mut t = p.time;
+        self.min_time = self.min_time.min(t);
         let max = self.max_time.map_or(t, |m| m.max(t));
         self.max_time = Some(max);
         self.watermark = self.watermark.max(max - self.opts.lateness_ns);

@@ -60,6 +60,9 @@ enum Cmd {
     /// Watch live logs (stdin, Loki or files); notifications go to stdout (NDJSON).
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
+    #[command(
+        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it)."
+    )]
     Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
     Check(CheckArgs),
@@ -281,9 +284,12 @@ fn loki_config(a: &SourceArgs, url: &str) -> Result<LokiConfig> {
 struct ReplayArgs {
     #[command(flatten)]
     p: PipelineArgs,
-    /// Files to replay in order; `-` is stdin.
+    /// Files to replay, merged by event time; `-` is stdin.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<String>,
+    /// Do not print the summary table on stderr at the end.
+    #[arg(long)]
+    no_summary: bool,
 }
 
 fn parse_dur(s: &str) -> Result<Dur, String> {
@@ -317,7 +323,7 @@ fn main() -> ExitCode {
         Cmd::Test(a) => return test(&a),
         Cmd::Explain(a) => return explain(&a),
         Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p, a.loki))),
-        Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files))),
+        Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files, !a.no_summary))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -738,14 +744,31 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
     }
 }
 
-async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
+async fn replay(p: PipelineArgs, files: Vec<String>, show_summary: bool) -> Result<()> {
     let mut engine = build_engine(&p, false)?;
     let (d, _) = dispatcher(receivers(&p)?, true, None);
     let mut out = Vec::new();
     let mut inputs = Merged::open(&files)?;
+    let started = std::time::Instant::now();
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(&inputs));
+    let mut alerts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut lines: u64 = 0;
     while let Some((source, line)) = inputs.next_line()? {
         engine.push_line(source, line, None, &mut out);
+        lines += 1;
+        if lines % 8192 == 0 {
+            if let Some(bar) = &bar {
+                bar.set_position(inputs.progress().0);
+                let rate = lines as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                bar.set_message(format!(
+                    "{} lines {}/s",
+                    indicatif::HumanCount(lines),
+                    indicatif::HumanCount(rate as u64)
+                ));
+            }
+        }
         if !out.is_empty() {
+            tally(&out, &mut alerts);
             deliver(&d, &mut out).await;
         }
     }
@@ -755,9 +778,151 @@ async fn replay(p: PipelineArgs, files: Vec<String>) -> Result<()> {
         }
     }
     engine.finish(&mut out);
+    tally(&out, &mut alerts);
     deliver(&d, &mut out).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let bytes = inputs.progress().0;
     finish(&p, &engine, d).await;
+    if show_summary {
+        eprint!(
+            "{}",
+            summary(&engine, &alerts, lines, bytes, started.elapsed())
+        );
+    }
     Ok(())
+}
+
+fn progress_bar(inputs: &Merged) -> indicatif::ProgressBar {
+    let (_, total) = inputs.progress();
+    let (bar, template) = match total {
+        Some(t) => (
+            indicatif::ProgressBar::new(t),
+            "[{wide_bar}] {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} {msg} ETA {eta}",
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
+            "{spinner} {elapsed_precise} {binary_bytes} {binary_bytes_per_sec} {msg}",
+        ),
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    bar
+}
+
+/// Counts first firing and resolved notifications per rule.
+fn tally(out: &[Notification], alerts: &mut BTreeMap<String, (u64, u64)>) {
+    for n in out {
+        let e = alerts.entry(n.rule.clone()).or_default();
+        match n.state {
+            sigwatch::alert::AlertState::Firing if !n.repeat => e.0 += 1,
+            sigwatch::alert::AlertState::Resolved => e.1 += 1,
+            _ => {}
+        }
+    }
+}
+
+/// The end-of-replay table: throughput, time span, lines by format, drops
+/// by reason, matches and alerts per rule.
+fn summary(
+    engine: &Engine,
+    alerts: &BTreeMap<String, (u64, u64)>,
+    lines: u64,
+    bytes: u64,
+    took: Duration,
+) -> String {
+    use std::fmt::Write;
+    let s = engine.stats();
+    let secs = took.as_secs_f64().max(1e-3);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nreplayed   {} lines, {:.1} MiB in {:.2} s ({} lines/s)",
+        indicatif::HumanCount(lines),
+        bytes as f64 / (1024.0 * 1024.0),
+        secs,
+        indicatif::HumanCount((lines as f64 / secs) as u64)
+    );
+    match engine.time_span() {
+        Some((a, b)) => {
+            let mut span = String::new();
+            let _ = sigwatch::rules::duration::format_duration(b - a, &mut span);
+            let _ = writeln!(
+                o,
+                "time span  {} → {} ({span})",
+                sigwatch::decode::time::format_rfc3339(a),
+                sigwatch::decode::time::format_rfc3339(b)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "time span  (no events)");
+        }
+    }
+    let formats: Vec<String> = s
+        .decode
+        .formats
+        .nonzero()
+        .iter()
+        .map(|(k, v)| format!("{k} {}", indicatif::HumanCount(*v)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "formats    {}",
+        if formats.is_empty() {
+            "-".to_string()
+        } else {
+            formats.join(" · ")
+        }
+    );
+    let d = &s.decode;
+    let drops: Vec<String> = [
+        ("truncated", sigwatch::source::truncated_lines()),
+        ("malformed", d.malformed),
+        ("late", s.late),
+        ("bad_time", d.bad_time),
+        ("untimed", d.untimed),
+        ("ungrouped", s.ungrouped),
+        ("partial_overflow", d.partial_overflow),
+        ("streams_evicted", d.streams_evicted),
+        ("evicted_groups", s.evicted_groups),
+    ]
+    .iter()
+    .filter(|(_, v)| *v > 0)
+    .map(|(k, v)| format!("{k} {}", indicatif::HumanCount(*v)))
+    .collect();
+    let _ = writeln!(
+        o,
+        "counted    {}",
+        if drops.is_empty() {
+            "nothing dropped, cut or late".to_string()
+        } else {
+            drops.join(" · ")
+        }
+    );
+    let rules = engine.rule_stats();
+    let w = rules
+        .iter()
+        .map(|(id, _, _)| id.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        o,
+        "\n{:<w$}  {:>9}  {:>6}  {:>8}",
+        "rule", "matches", "fired", "resolved"
+    );
+    for (id, hits, _) in &rules {
+        let (fired, resolved) = alerts.get(id).copied().unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "{id:<w$}  {:>9}  {fired:>6}  {resolved:>8}",
+            indicatif::HumanCount(*hits).to_string()
+        );
+    }
+    o
 }
 
 /// Starts one poller per query; returns the batch channel and the cursors.

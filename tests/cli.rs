@@ -451,3 +451,57 @@ async fn routes_in_the_config_pick_receivers() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn replay_ends_with_a_plain_summary_when_not_on_a_terminal() {
+    let out = Command::new(BIN)
+        .args(["replay", "--log-level", "warn"])
+        .arg(fixture("livekit-redis-outage.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains('\x1b'),
+        "no escape codes off a terminal: {err:?}"
+    );
+    assert!(
+        !err.contains("ETA"),
+        "no progress bar off a terminal: {err}"
+    );
+    let lines =
+        String::from_utf8_lossy(&std::fs::read(fixture("livekit-redis-outage.log")).unwrap())
+            .lines()
+            .count();
+    assert!(
+        err.contains(&format!("replayed   {} lines", {
+            // HumanCount's thousands separator
+            let s = lines.to_string();
+            let mut o = String::new();
+            for (i, c) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i) % 3 == 0 {
+                    o.push(',');
+                }
+                o.push(c);
+            }
+            o
+        })),
+        "{err}"
+    );
+    assert!(err.contains("time span  2025-"), "{err}");
+    assert!(err.contains("formats    prefixed"), "{err}");
+    // Six nodes failed to drain: six matches, six alerts, none resolved yet
+    // (the 15 m window outlasts the log).
+    let row = err
+        .lines()
+        .find(|l| l.starts_with("livekit.drain_failed "))
+        .unwrap_or_else(|| panic!("{err}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols, vec!["livekit.drain_failed", "6", "6", "0"], "{row}");
+    let quiet = Command::new(BIN)
+        .args(["replay", "--log-level", "warn", "--no-summary"])
+        .arg(fixture("livekit-redis-outage.log"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&quiet.stderr).trim().is_empty());
+}

@@ -21,6 +21,8 @@ pub struct ReplayError {
 
 struct Input {
     name: String,
+    /// File size at open (None for stdin).
+    size: Option<u64>,
     source: Source,
     lines: LineReader<Box<dyn BufRead>>,
     next: Option<(i64, String)>,
@@ -51,8 +53,14 @@ impl Input {
                 .labels
                 .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
         }
+        let size = if f == "-" {
+            None
+        } else {
+            std::fs::metadata(f).ok().map(|m| m.len())
+        };
         Ok(Input {
             name: f.to_string(),
+            size,
             source,
             lines: LineReader::new(reader),
             next: None,
@@ -140,6 +148,13 @@ impl Merged {
             source: e,
         })?;
         Ok(line.map(|l| (&inp.source, l)))
+    }
+
+    /// (bytes read so far, total bytes when every input is a file).
+    pub fn progress(&self) -> (u64, Option<u64>) {
+        let read = self.inputs.iter().map(|i| i.lines.consumed).sum();
+        let total = self.inputs.iter().map(|i| i.size).sum::<Option<u64>>();
+        (read, total)
     }
 
     /// Reader counters per file.

@@ -18,6 +18,8 @@ pub struct LineReader<R> {
     repaired: String,
     /// Counters.
     pub stats: ReadStats,
+    /// Bytes consumed from the reader (for progress).
+    pub consumed: u64,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -28,6 +30,7 @@ impl<R: BufRead> LineReader<R> {
             buf: Vec::with_capacity(8192),
             repaired: String::new(),
             stats: ReadStats::default(),
+            consumed: 0,
         }
     }
 
@@ -59,6 +62,7 @@ impl<R: BufRead> LineReader<R> {
             }
             self.buf.extend_from_slice(&chunk[..take.min(room)]);
             self.inner.consume(take);
+            self.consumed += take as u64;
             if done {
                 break;
             }
