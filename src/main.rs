@@ -58,6 +58,9 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Cmd {
     /// Watch live logs (stdin, Loki or files); notifications go to stdout (NDJSON).
+    #[command(
+        after_help = "Examples:\n  kubectl logs -f -l app=livekit --prefix --max-log-requests 50 | sigwatch run\n  sigwatch run --loki http://loki:3100 --query '{namespace=\"livekit\"}' --state-dir /var/lib/sigwatch --alertmanager http://alertmanager:9093\n  sigwatch run --file '/var/log/pods/*/*/*.log' --rules /etc/sigwatch/rules --watch-rules\n\nSIGHUP reloads the rules; SIGTERM drains deliveries for --shutdown-timeout, a second signal exits at once.\n/healthz, /readyz and /metrics are served on --listen (127.0.0.1:9464)."
+    )]
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
     #[command(
@@ -65,6 +68,9 @@ enum Cmd {
     )]
     Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
+    #[command(
+        after_help = "Examples:\n  sigwatch check\n  sigwatch check --rules my-rules/\n  sigwatch check --literals > literals.txt\n\nErrors are printed as file:line:column: message; exit status 1 on any error."
+    )]
     Check(CheckArgs),
     /// Run rule unit tests: log lines at chosen instants in, expected
     /// notifications out (see docs/rules.md).

@@ -703,14 +703,38 @@ fn compile_detect(d: &DetectSpec, set: &mut RuleSet) -> Result<Detect, Located> 
     }
 }
 
+/// Compiled size allowed per regex (4 MiB) and per lazy DFA cache (2 MiB):
+/// explicit bounds, so a rule file cannot make sigwatch allocate without
+/// limit. Matching is linear in the input whatever the pattern (the `regex`
+/// crate has no backtracking).
+pub const REGEX_SIZE_LIMIT: usize = 4 << 20;
+/// See [`REGEX_SIZE_LIMIT`].
+pub const REGEX_DFA_SIZE_LIMIT: usize = 2 << 20;
+/// Deepest nesting of groups and repetitions allowed in a regex.
+pub const REGEX_NEST_LIMIT: u32 = 64;
+
+/// Compiles a regex from a rule or configuration file within the bounds above.
+pub fn compile_regex(src: &str) -> Result<Regex, String> {
+    regex::RegexBuilder::new(src)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+        .nest_limit(REGEX_NEST_LIMIT)
+        .build()
+        .map_err(|e| match e {
+            regex::Error::CompiledTooBig(_) => format!(
+                "regex {src:?} compiles to more than {} KiB; use literals (contains) for long alternations",
+                REGEX_SIZE_LIMIT / 1024
+            ),
+            e => format!("invalid regex {src:?}: {e}"),
+        })
+}
+
 fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
     Ok(match c {
         FieldCond::Equals(s) => ValueCond::Equals(s.clone()),
         FieldCond::OneOf(v) => ValueCond::OneOf(v.clone()),
         FieldCond::Exists(b) => ValueCond::Exists(*b),
-        FieldCond::Regex(r) => {
-            ValueCond::Regex(Regex::new(r).map_err(|e| format!("invalid regex {r:?}: {e}"))?)
-        }
+        FieldCond::Regex(r) => ValueCond::Regex(compile_regex(r)?),
     })
 }
 
@@ -731,8 +755,7 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
         ..Condition::default()
     };
     for r in m.regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
-        c.regexes
-            .push(Regex::new(&r).map_err(|e| format!("invalid regex {r:?}: {e}"))?);
+        c.regexes.push(compile_regex(&r)?);
     }
     for (k, v) in &m.field {
         c.fields.push((k.clone(), compile_value(v)?));
@@ -757,6 +780,22 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn regexes_are_bounded_in_size_and_nesting() {
+        assert!(compile_regex(r"dial tcp (?P<addr>[0-9.]+:6379)").is_ok());
+        assert!(compile_regex(r"\w{40}").is_ok());
+        assert!(compile_regex(r"[0-9a-f]{4000}").is_ok());
+        // Fine under the crate's 10 MiB default, refused under ours.
+        assert!(
+            regex::Regex::new(r"\w{160}").is_ok(),
+            "the default takes it"
+        );
+        let e = compile_regex(r"\w{160}").unwrap_err();
+        assert!(e.contains("compiles to more than 4096 KiB"), "{e}");
+        let deep = format!("{}a{}", "(".repeat(100), ")".repeat(100));
+        assert!(compile_regex(&deep).is_err());
+    }
     use super::*;
 
     fn one(text: &str) -> Result<RuleSet, RuleErrors> {
