@@ -94,7 +94,7 @@ impl Telemetry {
         let gauges = Family::<Labels, Gauge>::default();
         registry.register(
             "events",
-            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, truncated lines, evicted streams/groups, notifications by receiver and outcome, matches by rule, rule reloads by outcome",
+            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, truncated lines, evicted streams/groups, lines by wrapper and format, notifications by receiver and outcome, matches by rule, rule reloads by outcome",
             counters.clone(),
         );
         registry.register(
@@ -188,6 +188,9 @@ impl Telemetry {
             ("alerts_resolved", s.stats.alerts.resolved),
         ] {
             self.counter(l(&[("kind", kind)]), v);
+        }
+        for (format, v) in d.formats.nonzero() {
+            self.counter(l(&[("kind", "lines_by_format"), ("format", format)]), v);
         }
         for (rule, hits, evicted) in &s.rules {
             self.counter(l(&[("kind", "rule_matches"), ("rule", rule)]), *hits);
@@ -321,6 +324,9 @@ mod tests {
         let t = Telemetry::new();
         let mut s = Snapshot::default();
         s.stats.decode.lines = 10;
+        s.stats.decode.formats.cri = 7;
+        s.stats.decode.formats.json = 9;
+        s.truncated_lines = 1;
         s.rules = vec![("egress.black_hole".into(), 3, 0)];
         s.receivers = vec![ReceiverSnapshot {
             name: "webhook http://x".into(),
@@ -346,6 +352,25 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("build_info"), "{m}");
+        assert!(
+            m.contains("kind=\"lines_by_format\",format=\"cri\"} 7")
+                && m.contains("kind=\"lines_by_format\",format=\"json\"} 9")
+                && m.contains("kind=\"truncated_lines\"} 1"),
+            "{m}"
+        );
+        t.reloaded(Some("t.yaml:3:1: bad"));
+        t.reloaded(None);
+        t.reloaded(Some("t.yaml:3:1: bad"));
+        let m = t.metrics();
+        assert!(
+            m.contains("kind=\"rule_reloads\",outcome=\"failed\"} 2"),
+            "{m}"
+        );
+        assert!(m.contains("kind=\"rule_reloads\",outcome=\"ok\"} 1"), "{m}");
+        assert!(
+            m.contains("sigwatch_state{kind=\"rule_reload_ok\"} 0"),
+            "{m}"
+        );
         let (ready, body) = t.readiness();
         assert!(!ready, "no rules, no source yet");
         t.set_rules_loaded();
