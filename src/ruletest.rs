@@ -198,6 +198,10 @@ pub struct CaseResult {
 }
 
 const DEFAULT_START: &str = "2024-05-01T12:00:00Z";
+/// Most lines one case may feed (repeats and files together).
+pub const MAX_CASE_LINES: usize = 1_000_000;
+/// Longest `end` after the last input: the clock is stepped second by second.
+pub const MAX_END_SPAN_NS: i64 = 7 * 24 * 3600 * 1_000_000_000;
 
 /// Reads and parses a test file.
 pub fn load(path: &Path) -> Result<TestFile, TestError> {
@@ -334,7 +338,14 @@ fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>)
             (Some(line), None) => {
                 let at = input.at.as_deref().map(|a| instant(a, start)).transpose()?;
                 let every = input.every.unwrap_or(Dur::secs(1)).ns();
-                (0..input.repeat.unwrap_or(1))
+                let repeat = input.repeat.unwrap_or(1);
+                if repeat as usize > MAX_CASE_LINES {
+                    return Err(format!(
+                        "input {}: repeat {repeat} is over the limit of {MAX_CASE_LINES} lines per case",
+                        i + 1
+                    ));
+                }
+                (0..repeat)
                     .map(|n| {
                         let t = at.map(|a| a.saturating_add(every.saturating_mul(i64::from(n))));
                         (t, substitute(line, t.unwrap_or(prev), n))
@@ -362,6 +373,12 @@ fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>)
                 ))
             }
         };
+        if fed.len() + texts.len() > MAX_CASE_LINES {
+            return Err(format!(
+                "input {}: the case would feed more than {MAX_CASE_LINES} lines",
+                i + 1
+            ));
+        }
         for (forced, text) in texts {
             let key = forced
                 .or_else(|| crate::decode::peek_time(&text, Some(prev)))
@@ -429,6 +446,12 @@ fn execute(
     }
     if let Some(end) = &case.end {
         let end = instant(end, start)?;
+        if end.saturating_sub(last) > MAX_END_SPAN_NS {
+            return Err(format!(
+                "end {} is more than 7 days after the last input",
+                relative(end, start)
+            ));
+        }
         // Step through the clock so every notification gets its instant.
         let mut t = last;
         while t < end {
@@ -710,6 +733,26 @@ expect:
             r.error
                 .as_deref()
                 .is_some_and(|e| e.contains("exactly one")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn runaway_cases_are_refused() {
+        let c = case("name: huge\ninput:\n  - {at: +0s, repeat: 4000000000, line: boom}\n");
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("over the limit")),
+            "{r:?}"
+        );
+        let c = case("name: far\ninput:\n  - {at: +0s, line: boom}\nend: +100days\n");
+        let r = run_case(&c, &rules(), Path::new("."));
+        assert!(
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("more than 7 days")),
             "{r:?}"
         );
     }
