@@ -367,6 +367,7 @@ impl Alerts {
     /// new detector does not confirm it within [`adoption_grace`]), or
     /// resolved because the rule is gone (a receiver must not keep an alert
     /// nobody will ever resolve). Pending alerts of changed rules are dropped.
+    /// `now` is `i64::MIN` when no event was seen yet.
     pub fn reload(
         &mut self,
         old_rules: &[Rule],
@@ -375,7 +376,7 @@ impl Alerts {
         out: &mut Vec<Notification>,
     ) {
         let old = std::mem::take(&mut self.map);
-        let mut gone: Vec<(usize, String, i64, Evidence)> = Vec::new();
+        let mut gone: Vec<(usize, String, i64, i64, Evidence)> = Vec::new();
         for ((ri, key), mut t) in old {
             match fate.get(ri).copied().unwrap_or(Fate::Drop) {
                 Fate::Keep(n) => {
@@ -390,13 +391,25 @@ impl Alerts {
                     Phase::Pending { .. } => self.stats.pending_dropped += 1,
                 },
                 Fate::Drop => match t.phase {
-                    Phase::Firing { starts_at, .. } => gone.push((ri, key, starts_at, t.evidence)),
+                    Phase::Firing {
+                        starts_at,
+                        notified_at,
+                    } => {
+                        // Before any event (alerts adopted at start), the
+                        // last known instant of the alert stands in for now.
+                        let at = if now == i64::MIN {
+                            notified_at.max(starts_at)
+                        } else {
+                            now
+                        };
+                        gone.push((ri, key, starts_at, at, t.evidence))
+                    }
                     Phase::Pending { .. } => self.stats.pending_dropped += 1,
                 },
             }
         }
         gone.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        for (ri, key, starts_at, evidence) in gone {
+        for (ri, key, starts_at, at, evidence) in gone {
             let Some(rule) = old_rules.get(ri) else {
                 continue;
             };
@@ -406,7 +419,7 @@ impl Alerts {
                 &key,
                 AlertState::Resolved,
                 starts_at,
-                Some(now),
+                Some(at),
                 &evidence,
                 false,
             ));
