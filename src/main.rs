@@ -790,13 +790,14 @@ async fn replay(p: PipelineArgs, files: Vec<String>, show_summary: bool) -> Resu
         bar.finish_and_clear();
     }
     let bytes = inputs.progress().0;
-    finish(&p, &engine, d).await;
+    // Before finish(): with --stats the counters' JSON stays the last line.
     if show_summary {
         eprint!(
             "{}",
             summary(&engine, &alerts, lines, bytes, started.elapsed())
         );
     }
+    finish(&p, &engine, d).await;
     Ok(())
 }
 
