@@ -329,7 +329,14 @@ fn main() -> ExitCode {
         Cmd::Test(a) => return test(&a),
         Cmd::Explain(a) => return explain(&a),
         Cmd::Run(a) => runtime().and_then(|rt| rt.block_on(run(a.p, a.loki))),
-        Cmd::Replay(a) => runtime().and_then(|rt| rt.block_on(replay(a.p, a.files, !a.no_summary))),
+        Cmd::Replay(a) => {
+            let summary = match (a.no_summary, cli.log_format) {
+                (true, _) => Summary::Off,
+                (false, LogFormat::Json) => Summary::Log,
+                (false, LogFormat::Text) => Summary::Table,
+            };
+            runtime().and_then(|rt| rt.block_on(replay(a.p, a.files, summary)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -750,7 +757,16 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
     }
 }
 
-async fn replay(p: PipelineArgs, files: Vec<String>, show_summary: bool) -> Result<()> {
+/// How a replay ends: a table on stderr, one structured log event (with
+/// `--log-format json`, so stderr stays one JSON object per line), or nothing.
+#[derive(Clone, Copy, PartialEq)]
+enum Summary {
+    Table,
+    Log,
+    Off,
+}
+
+async fn replay(p: PipelineArgs, files: Vec<String>, show: Summary) -> Result<()> {
     let mut engine = build_engine(&p, false)?;
     let (d, _) = dispatcher(receivers(&p)?, true, None);
     let mut out = Vec::new();
@@ -791,11 +807,34 @@ async fn replay(p: PipelineArgs, files: Vec<String>, show_summary: bool) -> Resu
     }
     let bytes = inputs.progress().0;
     // Before finish(): with --stats the counters' JSON stays the last line.
-    if show_summary {
-        eprint!(
+    match show {
+        Summary::Table => eprint!(
             "{}",
             summary(&engine, &alerts, lines, bytes, started.elapsed())
-        );
+        ),
+        Summary::Log => {
+            let s = engine.stats();
+            let rules: BTreeMap<String, (u64, u64, u64)> = engine
+                .rule_stats()
+                .into_iter()
+                .map(|(id, hits, _)| {
+                    let (f, r) = alerts.get(&id).copied().unwrap_or_default();
+                    (id, (hits, f, r))
+                })
+                .collect();
+            let span = engine.time_span();
+            tracing::info!(
+                lines,
+                bytes,
+                seconds = started.elapsed().as_secs_f64(),
+                first = span.map(|(a, _)| sigwatch::decode::time::format_rfc3339(a)),
+                last = span.map(|(_, b)| sigwatch::decode::time::format_rfc3339(b)),
+                formats = %serde_json::to_string(&s.decode.formats).unwrap_or_default(),
+                rules = %serde_json::to_string(&rules).unwrap_or_default(),
+                "Replay summary (per rule: matches, fired, resolved)."
+            );
+        }
+        Summary::Off => {}
     }
     finish(&p, &engine, d).await;
     Ok(())
