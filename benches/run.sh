@@ -65,8 +65,8 @@ measure() {
   printf '%-44s %9.2f %9.0f %10.1f\n' "$name" "$best" "$(awk "BEGIN{print $BYTES/1048576/($best+1e-9)}")" "$(awk "BEGIN{print $rss/1024}")"
 }
 
-measure "sigwatch replay FILE" "$BIN replay --log-level error $CORPUS"
-measure "sigwatch replay FILE (330 rules)" "$BIN replay --log-level error --rules $DIR/many $CORPUS"
+measure "sigwatch replay FILE" "$BIN replay --no-summary --log-level error $CORPUS"
+measure "sigwatch replay FILE (330 rules)" "$BIN replay --no-summary --log-level error --rules $DIR/many $CORPUS"
 measure "cat FILE | sigwatch run" "cat $CORPUS | $BIN run --log-level error"
 # -c keeps the peers' output small; they still read everything.
 measure "rg -j1 -c -F -f literals FILE" "rg -j1 -c -F -f $DIR/literals.txt $CORPUS"
