@@ -5,6 +5,8 @@
 //! `GET /api/v2/alerts` with the right labels, resolve, be delivered by
 //! Alertmanager's own webhook, and two replicas must make one alert.
 
+mod common;
+use common::free_port;
 use sigwatch::alert::{AlertState, Notification, TopGroup};
 use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
 use sigwatch::notify::Receiver;
@@ -21,14 +23,6 @@ fn binary() -> String {
         "{b} not found: install it with `apt-get install -y prometheus-alertmanager` (bash .ci/run does)"
     );
     b
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Am {

@@ -174,17 +174,13 @@ pub fn sniff(text: &str) -> &'static str {
         return "klog";
     }
     if let Some(start) = b.iter().take(41).position(u8::is_ascii_digit) {
-        let s = &b[start..];
-        if s.len() >= 19 && s[4] == b'/' && s[7] == b'/' && s[10] == b' ' && s[13] == b':' {
+        if golog_header(&b[start..]) {
             return "golog";
         }
     }
     let first = t.split(' ').next().unwrap_or("");
     if let Some((k, _)) = first.split_once('=') {
-        let key = !k.is_empty()
-            && k.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'-');
-        if key && t[first.len()..].contains('=') {
+        if logfmt_key(k) && t[first.len()..].contains('=') {
             return "logfmt";
         }
     }
@@ -454,14 +450,25 @@ fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
 }
 
 /// Go `log` prefix: `[prefix: ]2024/05/01 12:00:03[.micro] rest`.
+/// `YYYY/MM/DD HH:` at the start: a Go `log` stamp.
+fn golog_header(b: &[u8]) -> bool {
+    b.len() >= 19 && b[4] == b'/' && b[7] == b'/' && b[10] == b' ' && b[13] == b':'
+}
+
+/// A logfmt key: letters, digits, `_ . -`.
+fn logfmt_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+}
+
 fn decode_golog(t: &str) -> Option<Payload> {
     let start = t.bytes().position(|b| b.is_ascii_digit())?;
     if start > 40 {
         return None;
     }
     let s = &t[start..];
-    let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'/' || b[7] != b'/' || b[10] != b' ' || b[13] != b':' {
+    if !golog_header(s.as_bytes()) {
         return None;
     }
     let y: i32 = s[..4].parse().ok()?;
@@ -490,11 +497,7 @@ fn decode_golog(t: &str) -> Option<Payload> {
 fn decode_logfmt(t: &str) -> Option<Payload> {
     let first = t.split(' ').next()?;
     let (k, _) = first.split_once('=')?;
-    if k.is_empty()
-        || !k
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
-    {
+    if !logfmt_key(k) {
         return None;
     }
     let pairs = parse_pairs(t);
