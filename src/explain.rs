@@ -6,6 +6,7 @@
 //! failed and what value was seen.
 
 use crate::decode::{payload, resolve_key, time, wrapper, Decoder, Source};
+use crate::detect::truncate as clip;
 use crate::matcher::{Matcher, MatcherError};
 use crate::rules::{Detect, RuleSet, WORKLOAD_KEY};
 use std::fmt::Write;
@@ -51,17 +52,6 @@ pub fn describe_detector(d: &Detect) -> String {
             format!("sequence: this, then the `then` match within {within}")
         }
     }
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
 }
 
 fn wrapper_of(raw: &str) -> String {
