@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Deterministic benchmark corpus: realistic mixed container logs.
+"""Deterministic benchmark corpus: realistic container logs.
 
-    python3 benches/gen.py LINES > corpus.log
+    python3 benches/gen.py LINES [--shape mixed|json] > corpus.log
+
+Shape `json`: plain zap JSON lines from 24 livekit-server and 8 egress
+nodes, interleaved, with no kubectl/stern prefix (as log files and Loki
+deliver them); nodeID on egress lines and on livekit's service/router lines
+only; about 1 % signatures and 2 % near-misses.
 
 Mix (by line): livekit-server zap JSON behind `kubectl --prefix` (12 nodes),
 egress zap console lines behind stern prefixes (6 nodes), kube event JSON,
@@ -14,7 +19,9 @@ import random
 import sys
 from datetime import datetime, timezone
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+N = int(args[0]) if args else 2_000_000
+SHAPE = "json" if "--shape" in sys.argv and sys.argv[sys.argv.index("--shape") + 1] == "json" else "mixed"
 rng = random.Random(20261129)
 B62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -32,6 +39,56 @@ t = 1764000000.0
 out = sys.stdout
 w = out.write
 day = datetime.fromtimestamp(t, tz=timezone.utc)
+
+
+
+def json_shape():
+    """Plain zap JSON from many nodes, no prefixes."""
+    global t
+    lkn = [rid("ND_") for _ in range(24)]
+    egn = [rid("NE_") for _ in range(8)]
+    tracks = [rid("TR_") for _ in range(300)]
+    lk_msgs = [
+        ("info", "livekit.room", "rtc/room.go:512", "participant active", True),
+        ("debug", "livekit.transport", "rtc/transport.go:990", "sending offer", True),
+        ("info", "livekit.room", "rtc/participant.go:874", "mediaTrack published", True),
+        ("debug", "livekit.pub", "rtc/mediatrack.go:221", "RTCP sender report", True),
+        ("info", "livekit.room", "rtc/participant.go:1203", "participant closing", True),
+        ("info", "livekit", "service/roommanager.go:427", "starting RTC session", False),
+        ("debug", "livekit", "routing/redisrouter.go:249", "updated node stats", False),
+        ("warn", "livekit.transport", "rtc/transport.go:1123", "ICE connection timeout", True),
+    ]
+    for i in range(N):
+        t += 0.0005 + rng.random() * 0.001
+        hit = rng.random() < 0.01
+        near = rng.random() < 0.02
+        r = rng.random()
+        if r < 0.78:
+            nid = lkn[(i * 7) % 24]
+            if hit:
+                msg = rng.choice(["waiting for participants to exit", "could not update node", "failed to mark as draining"])
+                w(f'{{"level":"error","ts":{t:.6f},"logger":"livekit","caller":"routing/redisrouter.go:249","msg":"{msg}","nodeID":"{nid}","error":"could not register node: dial tcp 10.0.0.21:6379: i/o timeout"}}\n')
+            elif near:
+                msg = rng.choice(["draining RTP buffer before close", "exit requested for track writer", "waiting for participant to publish"])
+                w(f'{{"level":"debug","ts":{t:.6f},"logger":"livekit.transport","caller":"rtc/transport.go:990","msg":"{msg}","room":"standup","roomID":"{rooms[i % 50]}"}}\n')
+            else:
+                level, logger, caller, msg, room = lk_msgs[i % len(lk_msgs)]
+                if room:
+                    w(f'{{"level":"{level}","ts":{t:.6f},"logger":"{logger}","caller":"{caller}","msg":"{msg}","room":"standup-{i % 50}","roomID":"{rooms[i % 50]}","participant":"user_{i % 997}","participantID":"{parts[i % 200]}","trackID":"{tracks[i % 300]}","remote":false}}\n')
+                else:
+                    w(f'{{"level":"{level}","ts":{t:.6f},"logger":"{logger}","caller":"{caller}","msg":"{msg}","nodeID":"{nid}","nodeIP":"10.0.{i % 24}.7","numRooms":{i % 9},"numClients":{i % 31},"cpuLoad":{rng.random():.3f}}}\n')
+        else:
+            nid = egn[i % 8]
+            eg = rid("EG_")
+            if hit:
+                w(f'{{"level":"info","ts":{t:.6f},"logger":"egress","caller":"info/io.go:269","msg":"egress_failed","nodeID":"{nid}","clusterID":"","egressID":"{eg}","error":"No space left on the resource.","code":500}}\n')
+            else:
+                w(f'{{"level":"debug","ts":{t:.6f},"logger":"egress","caller":"stats/monitor.go:246","msg":"cpu check","nodeID":"{nid}","clusterID":"","total":8,"available":{rng.random() * 8:.2f},"pending":0,"used":1.5,"required":4,"activeRequests":{i % 3},"canAccept":true}}\n')
+
+
+if SHAPE == "json":
+    json_shape()
+    sys.exit(0)
 
 for i in range(N):
     t += 0.0005 + rng.random() * 0.001

@@ -18,6 +18,7 @@ pub mod matcher;
 pub mod notify;
 pub mod rules;
 pub mod ruletest;
+pub mod scan;
 pub mod server;
 pub mod source;
 
@@ -91,6 +92,11 @@ pub struct Engine {
     pop_keys: Vec<(Vec<decode::keys::KeyId>, Option<decode::keys::KeyId>)>,
     /// Per line: resolved value of each compiled key (resolved at most once).
     key_cache: Vec<Option<Option<String>>>,
+    /// Which lines feed the population of spread and share rules.
+    sampler: detect::Sampler,
+    /// The block scan of the rules in force, shared with readers.
+    scan_slot: scan::ScannerSlot,
+    scan_generation: u64,
     opts: Options,
     min_time: i64,
     max_time: Option<i64>,
@@ -194,6 +200,20 @@ impl Wiring {
     }
 }
 
+/// The population sampling period for a set of detectors.
+fn sample_period(detectors: &[Box<dyn Detector>]) -> i64 {
+    detect::Sampler::period_for(detectors.iter().filter_map(|d| d.population_window()).min())
+}
+
+/// The block scan for a matcher and a decoder's field scanner.
+fn scanner_for(matcher: &Matcher, decoder: &Decoder) -> std::sync::Arc<scan::Scanner> {
+    std::sync::Arc::new(scan::Scanner::new(
+        matcher.literal_searcher(),
+        matcher.needs_scan_on_every_line(),
+        decoder.key_index(),
+    ))
+}
+
 /// The tick granularity of evaluation in event time (1 s).
 const TICK_NS: i64 = 1_000_000_000;
 
@@ -201,16 +221,22 @@ impl Engine {
     /// Builds an engine for a compiled rule set.
     pub fn new(rules: RuleSet, opts: Options) -> Result<Engine, MatcherError> {
         let w = Wiring::new(&rules)?;
-        let detectors = rules.rules.iter().map(detect::build).collect();
+        let detectors: Vec<Box<dyn Detector>> = rules.rules.iter().map(detect::build).collect();
+        let period = sample_period(&detectors);
         let decoder = Decoder::with_group_keys(&rules.keys, opts.live, &w.names);
         let pop_keys = w.pop_keys(&rules, &decoder);
         let n = rules.rules.len();
+        let scanner = scanner_for(&w.matcher, &decoder);
+        let scan_generation = scanner.generation();
         Ok(Engine {
+            scan_slot: scan::ScannerSlot::new(scanner),
+            scan_generation,
             rules,
             matcher: w.matcher,
             decoder,
             pop_keys,
             key_cache: Vec::new(),
+            sampler: detect::Sampler::new(period),
             scratch: Scratch::default(),
             detectors,
             alerts: Alerts::new(),
@@ -303,12 +329,16 @@ impl Engine {
         summary.resolved = out.len() - before;
         self.decoder.rekey(&new.keys, &w.names);
         self.pop_keys = w.pop_keys(&new, &self.decoder);
+        let scanner = scanner_for(&w.matcher, &self.decoder);
+        self.scan_generation = scanner.generation();
+        self.scan_slot.set(scanner);
         self.key_cache.clear();
         self.scratch = Scratch::default();
         self.matcher = w.matcher;
         self.cond_users = w.cond_users;
         self.population_rules = w.population_rules;
         self.partition_keys = w.partition_keys;
+        self.sampler = detect::Sampler::new(sample_period(&detectors));
         self.detectors = detectors;
         self.rule_hits = rule_hits;
         self.evicted_base = evicted_base;
@@ -406,6 +436,35 @@ impl Engine {
         self.max_time.map(|_| self.watermark)
     }
 
+    /// Where readers find the block scan of the rules in force (it changes
+    /// on reload; see [`scan`]).
+    pub fn scanner(&self) -> scan::ScannerSlot {
+        self.scan_slot.clone()
+    }
+
+    /// Feeds a block of lines with what the block scan found in it (hints
+    /// of an older rule set are ignored). `sources` are the inputs the
+    /// block's runs refer to; the arrival time is the block's. Returns the
+    /// number of lines.
+    pub fn push_block(
+        &mut self,
+        sources: &[Source],
+        block: &source::block::Block,
+        hints: &scan::Hints,
+        out: &mut Vec<Notification>,
+    ) -> u64 {
+        let fallback = Source::named("stdin");
+        let mut cursor = hints.cursor(self.scan_generation);
+        let mut n = 0;
+        for line in block.lines() {
+            let src = sources.get(line.input).unwrap_or(&fallback);
+            let hint = cursor.line(line.start, line.end);
+            self.push_hinted(src, line.text, block.arrival, hint, out);
+            n += 1;
+        }
+        n
+    }
+
     /// Feeds one raw line. `arrival` is the wall clock in live mode.
     pub fn push_line(
         &mut self,
@@ -414,7 +473,22 @@ impl Engine {
         arrival: Option<i64>,
         out: &mut Vec<Notification>,
     ) {
-        if let Some(p) = self.decoder.prepare(source, line, arrival) {
+        self.push_hinted(source, line, arrival, None, out);
+    }
+
+    fn push_hinted(
+        &mut self,
+        source: &Source,
+        line: &str,
+        arrival: Option<i64>,
+        hint: Option<decode::LineHint<'_>>,
+        out: &mut Vec<Notification>,
+    ) {
+        let p = match hint {
+            Some(h) => self.decoder.prepare_hinted(source, line, arrival, h),
+            None => self.decoder.prepare(source, line, arrival),
+        };
+        if let Some(p) = p {
             self.ingest(&p, out);
         }
         while self.decoder.has_queued() {
@@ -433,7 +507,7 @@ impl Engine {
         time: i64,
         out: &mut Vec<Notification>,
     ) {
-        if let Some(p) = self.decoder.prepare_at(source, line, time) {
+        if let Some(p) = self.decoder.prepare_at(source, line, time, None) {
             self.ingest(&p, out);
         }
     }
@@ -452,7 +526,10 @@ impl Engine {
         // compiled key is resolved at most once per line, whatever the
         // number of rules sharing it.
         self.key_cache.clear();
-        let due = !self.population_rules.is_empty() && self.decoder.population_due(p);
+        let due = !self.population_rules.is_empty() && {
+            let digest = self.decoder.population_digest(p);
+            self.sampler.due(digest, t)
+        };
         for i in 0..self.population_rules.len() {
             if !due {
                 break;
@@ -475,7 +552,14 @@ impl Engine {
                 self.detectors[ri].seen(&g, &part, t);
             }
         }
-        if self.matcher.scan(&p.text, &mut self.scratch) {
+        let candidate = match p.prefiltered {
+            Some(false) if self.matcher.needs_scan_on_every_line() => {
+                self.matcher.scan(&p.text, &mut self.scratch)
+            }
+            Some(false) => false,
+            _ => self.matcher.scan(&p.text, &mut self.scratch),
+        };
+        if candidate {
             self.stats.candidates += 1;
             let mut event = self.decoder.event(p);
             event.time = t;

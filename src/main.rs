@@ -17,7 +17,6 @@ use sigwatch::source::file;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::tail::run_tail;
 use sigwatch::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
-use sigwatch::source::replay::Merged;
 use sigwatch::source::wall_ns;
 use sigwatch::{Engine, Options};
 use std::collections::BTreeMap;
@@ -732,7 +731,8 @@ async fn deliver(d: &Dispatcher, out: &mut Vec<Notification>) {
 
 async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
     let timeout = Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64);
-    let stats = d.stats();
+    // Counters are read after the drain: a rejection during it counts.
+    let stats = d.stats_reader();
     let left = d.shutdown(timeout).await;
     if !left.is_empty() {
         tracing::warn!(receivers = ?left, "Shutdown timeout reached with notifications still queued.");
@@ -747,7 +747,7 @@ async fn finish(p: &PipelineArgs, engine: &Engine, d: Dispatcher) {
         late = s.late,
         "Input finished."
     );
-    for (name, sent, failed, dropped) in stats {
+    for (name, sent, failed, dropped) in stats() {
         if failed > 0 || dropped > 0 {
             tracing::warn!(receiver = %name, sent, failed, dropped, "Some notifications were not delivered.");
         }
@@ -770,31 +770,42 @@ async fn replay(p: PipelineArgs, files: Vec<String>, show: Summary) -> Result<()
     let mut engine = build_engine(&p, false)?;
     let (d, _) = dispatcher(receivers(&p)?, true, None);
     let mut out = Vec::new();
-    let mut inputs = Merged::open(&files)?;
+    let input = sigwatch::source::replay::open(&files)?;
     let started = std::time::Instant::now();
-    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(&inputs));
+    let bar =
+        std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(input.total));
     let mut alerts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut lines: u64 = 0;
-    while let Some((source, line)) = inputs.next_line()? {
-        engine.push_line(source, line, None, &mut out);
-        lines += 1;
-        if lines % 8192 == 0 {
-            if let Some(bar) = &bar {
-                bar.set_position(inputs.progress().0);
-                let rate = lines as f64 / started.elapsed().as_secs_f64().max(1e-3);
-                bar.set_message(format!(
-                    "{} lines {}/s",
-                    indicatif::HumanCount(lines),
-                    indicatif::HumanCount(rate as u64)
-                ));
-            }
+    let mut bytes: u64 = 0;
+    // Reading and the block scan run on their own thread, a few blocks
+    // ahead of detection (bounded: the reader waits when they pile up).
+    let slot = engine.scanner();
+    let (mut rx, reader) = sigwatch::source::block::spawn(input.blocks, 4, move |b| {
+        let hints = slot.get().scan(&b.data);
+        (b, hints)
+    })?;
+    while let Some(item) = rx.recv().await {
+        let (block, hints) = item?;
+        lines += engine.push_block(&input.sources, &block, &hints, &mut out);
+        bytes = block.consumed;
+        if let Some(bar) = &bar {
+            bar.set_position(bytes);
+            let rate = lines as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            bar.set_message(format!(
+                "{} lines {}/s",
+                indicatif::HumanCount(lines),
+                indicatif::HumanCount(rate as u64)
+            ));
         }
         if !out.is_empty() {
             tally(&out, &mut alerts);
             deliver(&d, &mut out).await;
         }
     }
-    for (name, st) in inputs.stats() {
+    let read_stats = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
+    for (name, st) in read_stats {
         if st.truncated + st.invalid_utf8 > 0 {
             tracing::warn!(file = %name, truncated = st.truncated, invalid_utf8 = st.invalid_utf8, "Some lines were cut or repaired.");
         }
@@ -805,7 +816,6 @@ async fn replay(p: PipelineArgs, files: Vec<String>, show: Summary) -> Result<()
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let bytes = inputs.progress().0;
     // Before finish(): with --stats the counters' JSON stays the last line.
     match show {
         Summary::Table => eprint!(
@@ -840,8 +850,7 @@ async fn replay(p: PipelineArgs, files: Vec<String>, show: Summary) -> Result<()
     Ok(())
 }
 
-fn progress_bar(inputs: &Merged) -> indicatif::ProgressBar {
-    let (_, total) = inputs.progress();
+fn progress_bar(total: Option<u64>) -> indicatif::ProgressBar {
     let (bar, template) = match total {
         Some(t) => (
             indicatif::ProgressBar::new(t),

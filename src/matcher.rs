@@ -191,6 +191,18 @@ impl Matcher {
         })
     }
 
+    /// The "any literal here?" searcher, for the block scan (cheap to clone:
+    /// the automaton is shared).
+    pub fn literal_searcher(&self) -> Option<AhoCorasick> {
+        self.prefilter.clone()
+    }
+
+    /// Whether some condition has no literal, so every line is a candidate
+    /// and no literal prefilter may skip a line.
+    pub fn needs_scan_on_every_line(&self) -> bool {
+        !self.always.is_empty()
+    }
+
     /// The distinct literals, in first-use order (without escaped variants).
     pub fn literals(&self) -> &[String] {
         &self.literals

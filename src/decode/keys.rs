@@ -48,6 +48,12 @@ pub struct Span {
 }
 
 impl Span {
+    /// The value's raw bytes in the line (before any unescaping).
+    pub fn raw<'t>(&self, text: &'t [u8]) -> &'t [u8] {
+        text.get(self.start as usize..self.end as usize)
+            .unwrap_or_default()
+    }
+
     /// The value's text.
     pub fn value<'t>(&self, text: &'t str) -> Option<Cow<'t, str>> {
         let raw = text.get(self.start as usize..self.end as usize)?;
@@ -100,7 +106,7 @@ impl Searcher {
     }
 
     /// Calls `f(pattern, start, end)` for each leftmost-longest match.
-    fn for_each(&self, text: &str, mut f: impl FnMut(usize, usize, usize)) {
+    fn for_each(&self, text: &[u8], mut f: impl FnMut(usize, usize, usize)) {
         match self {
             Searcher::Packed(p) => {
                 for m in p.find_iter(text) {
@@ -120,6 +126,13 @@ impl Searcher {
 pub struct KeyIndex {
     ac: Option<Searcher>,
     pats: Vec<(usize, Spelling)>,
+    pattern_lens: Vec<usize>,
+    block_safe: bool,
+    /// Field paths of the compiled keys: (slot, rest of a dotted path,
+    /// slot of the whole dotted name).
+    digest_paths: Vec<(usize, Option<String>, Option<usize>)>,
+    /// Literals of the compiled keys' `after:` paths.
+    after_finders: Vec<memchr::memmem::Finder<'static>>,
     slot_names: Vec<String>,
     keys: Vec<KeySpec>,
     ids: HashMap<String, KeyId>,
@@ -219,13 +232,51 @@ impl KeyIndex {
         } else {
             Searcher::new(&patterns)
         };
+        let pattern_lens = patterns.iter().map(String::len).collect();
+        let block_safe = patterns
+            .iter()
+            .all(|p| !p.bytes().any(|b| b.is_ascii_whitespace()));
+        let mut digest_paths = Vec::new();
+        let mut after_finders: Vec<memchr::memmem::Finder<'static>> = Vec::new();
+        for spec in &specs {
+            for p in &spec.paths {
+                match p {
+                    PathSpec::Field { slot, rest, name } => {
+                        let whole = rest
+                            .as_ref()
+                            .and_then(|_| slot_names.iter().position(|n| n == name));
+                        let d = (*slot, rest.clone(), whole);
+                        if !digest_paths.contains(&d) {
+                            digest_paths.push(d);
+                        }
+                    }
+                    PathSpec::After(f, _) => {
+                        if !after_finders.iter().any(|a| a.needle() == f.needle()) {
+                            after_finders.push((**f).clone());
+                        }
+                    }
+                    PathSpec::Label(_) => {}
+                }
+            }
+        }
         KeyIndex {
             ac,
             pats,
+            pattern_lens,
+            block_safe,
+            digest_paths,
+            after_finders,
             slot_names,
             keys: specs,
             ids,
         }
+    }
+
+    /// Whether a buffer-level [`KeyIndex::search`] finds exactly what
+    /// per-line scans find: no pattern may contain a space or a newline
+    /// (which could join a prefix to its text, or two lines).
+    pub fn block_safe(&self) -> bool {
+        self.block_safe
     }
 
     /// The id of a compiled key.
@@ -236,6 +287,11 @@ impl KeyIndex {
     /// The slot of a field name given in `extra` or used by a key.
     pub fn slot(&self, name: &str) -> Option<usize> {
         self.slot_names.iter().position(|n| n == name)
+    }
+
+    /// The field name of a slot.
+    pub fn slot_name(&self, slot: usize) -> Option<&str> {
+        self.slot_names.get(slot).map(String::as_str)
     }
 
     /// Number of slots (size of the `spans` buffer).
@@ -250,34 +306,105 @@ impl KeyIndex {
         spans.resize(self.slot_names.len(), None);
         let Some(ac) = &self.ac else { return };
         let b = text.as_bytes();
-        ac.for_each(text, |pat, s, e| {
-            let (slot, spelling) = self.pats[pat];
-            if spans[slot].is_some() {
-                return;
+        ac.for_each(text.as_bytes(), |pat, s, e| {
+            self.accept(b, pat, s, e, spans)
+        });
+    }
+
+    /// Fills `spans` from pattern matches found beforehand (a buffer-level
+    /// [`KeyIndex::search`] over the block the line came from): `hits` are
+    /// (start in `text`, pattern), in order. Gives exactly what
+    /// [`KeyIndex::scan`] of `text` gives, because no pattern spans a line
+    /// or a prefix's closing space.
+    pub fn fill(
+        &self,
+        text: &str,
+        hits: impl Iterator<Item = (usize, usize)>,
+        spans: &mut Vec<Option<Span>>,
+    ) {
+        spans.clear();
+        spans.resize(self.slot_names.len(), None);
+        let b = text.as_bytes();
+        for (s, pat) in hits {
+            let e = s + self.pattern_lens.get(pat).copied().unwrap_or(0);
+            if e <= b.len() {
+                self.accept(b, pat, s, e, spans);
             }
-            let span = match spelling {
-                Spelling::Quoted => match b.get(e) {
-                    Some(b'"') => {
-                        let before = if s == 0 { b'{' } else { b[s - 1] };
-                        if !matches!(before, b'{' | b',' | b' ' | b'\t') {
-                            return;
-                        }
-                        json_value(b, e + 1)
-                    }
-                    Some(b'\\') if s > 0 && b[s - 1] == b'\\' && b.get(e + 1) == Some(&b'"') => {
-                        escaped_value(b, e + 2)
-                    }
-                    _ => return,
-                },
-                Spelling::Logfmt => {
-                    if s > 0 && b[s - 1] != b' ' {
+        }
+    }
+
+    /// Runs the field-pattern searcher over any bytes (a whole block of
+    /// lines), calling `f(start, pattern)` for each leftmost-longest match.
+    pub fn search(&self, bytes: &[u8], mut f: impl FnMut(usize, usize)) {
+        if let Some(ac) = &self.ac {
+            ac.for_each(bytes, |pat, s, _| f(s, pat));
+        }
+    }
+
+    /// Records pattern `pat` found at `s..e` of line `b` in its slot, if it
+    /// is a real key there and the slot is still empty.
+    fn accept(&self, b: &[u8], pat: usize, s: usize, e: usize, spans: &mut [Option<Span>]) {
+        let (slot, spelling) = self.pats[pat];
+        if spans[slot].is_some() {
+            return;
+        }
+        let span = match spelling {
+            Spelling::Quoted => match b.get(e) {
+                Some(b'"') => {
+                    let before = if s == 0 { b'{' } else { b[s - 1] };
+                    if !matches!(before, b'{' | b',' | b' ' | b'\t') {
                         return;
                     }
-                    logfmt_value(b, e)
+                    json_value(b, e + 1)
                 }
+                Some(b'\\') if s > 0 && b[s - 1] == b'\\' && b.get(e + 1) == Some(&b'"') => {
+                    escaped_value(b, e + 2)
+                }
+                _ => return,
+            },
+            Spelling::Logfmt => {
+                if s > 0 && b[s - 1] != b' ' {
+                    return;
+                }
+                logfmt_value(b, e)
+            }
+        };
+        spans[slot] = span;
+    }
+
+    /// Feeds `h` with everything the compiled keys read from a scanned line
+    /// (besides stream labels and sticky values): the raw value of each
+    /// field path, the nested value of each dotted path, the token after
+    /// each `after:` literal. Lines that feed the same bytes resolve every
+    /// key alike.
+    pub fn digest(&self, text: &str, spans: &[Option<Span>], h: &mut impl std::hash::Hasher) {
+        let b = text.as_bytes();
+        for (i, (slot, rest, whole)) in self.digest_paths.iter().enumerate() {
+            let Some(sp) = spans.get(*slot).copied().flatten() else {
+                continue;
             };
-            spans[slot] = span;
-        });
+            h.write_usize(i);
+            match (rest, whole.and_then(|w| spans.get(w).copied().flatten())) {
+                (None, _) => h.write(sp.raw(b)),
+                (Some(_), Some(w)) => h.write(w.raw(b)),
+                (Some(r), None) => {
+                    let nested = text
+                        .get(sp.start as usize..)
+                        .and_then(|obj| super::payload::quick_get_path(obj, r));
+                    h.write(nested.as_deref().unwrap_or("\0").as_bytes());
+                }
+            }
+        }
+        for (i, f) in self.after_finders.iter().enumerate() {
+            if let Some(at) = f.find(b) {
+                h.write_usize(usize::MAX - i);
+                let lit = std::str::from_utf8(f.needle()).unwrap_or("");
+                let tok = text
+                    .get(at..)
+                    .and_then(|t| super::payload::token_after(t, lit));
+                h.write(tok.unwrap_or("").as_bytes());
+            }
+        }
     }
 
     /// Resolves a compiled key on a scanned line: first present path wins.

@@ -137,10 +137,10 @@ impl FormatCounts {
 #[derive(Debug, Default)]
 struct StreamState {
     key: Option<Arc<str>>,
-    /// Named by a prefix or envelope: one pod's lines.
-    prefixed: bool,
-    /// Event time of the last population sample.
-    pop_at: Option<i64>,
+    /// Unique id of the stream (slots are reused after eviction).
+    uid: u64,
+    /// Bumped whenever a sticky value (or the multiplexed flag) changes.
+    sticky_version: u64,
     labels: Labels,
     last_time: Option<i64>,
     sticky: Vec<(String, String)>,
@@ -163,8 +163,20 @@ pub const SANE_TIME_MAX: i64 = 7_258_118_400 * time::NS;
 /// Time keys read on every line; rarer ones come from the full scan.
 const SMALL_TIME_FIELDS: &[&str] = &["ts", "time", "timestamp"];
 
-/// A prefixed stream's group keys are re-read at most this often (1 s).
-pub const POPULATION_SAMPLE_NS: i64 = 1_000_000_000;
+/// What the buffer-level scan of a block found on one of its lines (see
+/// [`crate::scan`]): lets the decoder and matcher skip their own per-line
+/// searches.
+#[derive(Debug, Clone, Copy)]
+pub struct LineHint<'h> {
+    /// Whether a literal of some rule occurs anywhere in the raw line.
+    pub flagged: bool,
+    /// Field-pattern matches of the block: (start, pattern), in order,
+    /// those of this line first (later ones are ignored). None when the
+    /// block scan did not look for fields.
+    pub keys: Option<&'h [(u32, u16)]>,
+    /// Offset of the line's start in the block (`keys` are block offsets).
+    pub base: u32,
+}
 
 /// Longest pretty-printed JSON object reassembled, in lines.
 pub const MAX_BLOCK_LINES: usize = 100_000;
@@ -193,12 +205,13 @@ pub struct Prepared<'a> {
     pub text: Cow<'a, str>,
     /// Wrapper time, if the wrapper had one.
     pub wrapper_time: Option<i64>,
-    /// Stream key (source, pod, container), shared with the stream's state.
-    pub stream: Arc<str>,
     /// The stream's slot in the decoder.
     pub sid: usize,
     /// Event time as resolved by the cheap path.
     pub time: i64,
+    /// Whether a rule literal can occur in `text`, when the block scan
+    /// already answered it (None: the matcher must scan the text).
+    pub prefiltered: Option<bool>,
 }
 
 /// A fully decoded event.
@@ -321,12 +334,19 @@ fn envelope_pod(text: &str) -> Option<OwnedPrefix> {
     Some((pod, container, ns))
 }
 
-fn owned(p: &wrapper::Prefix<'_>) -> OwnedPrefix {
-    (
-        p.pod.to_string(),
-        p.container.to_string(),
-        p.namespace.map(str::to_string),
-    )
+/// A stream prefix, borrowed from the line (or owned, from an envelope).
+enum StreamPrefix<'p> {
+    Borrowed(wrapper::Prefix<'p>),
+    Owned(OwnedPrefix),
+}
+
+impl StreamPrefix<'_> {
+    fn parts(&self) -> (&str, &str, Option<&str>) {
+        match self {
+            StreamPrefix::Borrowed(p) => (p.pod, p.container, p.namespace),
+            StreamPrefix::Owned((p, c, n)) => (p, c, n.as_deref()),
+        }
+    }
 }
 
 /// The decoder: unwrapping, stream context, time resolution.
@@ -334,18 +354,20 @@ pub struct Decoder {
     /// Stream key → slot in `slab`, least recently used evicted.
     streams: LruCache<Arc<str>, usize>,
     slab: Vec<StreamState>,
-    /// The stream of the previous line: most lines repeat it.
-    last_stream: Option<(Arc<str>, usize)>,
+    /// The slot of the previous line's stream: most lines repeat it.
+    last_stream: Option<usize>,
+    /// Streams created so far (their unique ids).
+    created: u64,
     /// The field scanner and compiled group keys of the cheap path.
-    index: keys::KeyIndex,
+    index: Arc<keys::KeyIndex>,
     /// The small scanner run on every line: common time keys and sticky keys.
     small: keys::KeyIndex,
     small_spans: Vec<Option<keys::Span>>,
     small_time_slots: Vec<usize>,
+    /// Slot in `index` of each slot of `small`.
+    small_in_index: Vec<usize>,
     /// Whether `spans` holds the full scan of the current line.
     full_scanned: bool,
-    /// Whether the current line changed a sticky value of its stream.
-    sticky_changed: bool,
     /// Event time imposed by the transport for the current line.
     forced_time: Option<i64>,
     /// Spans of the fields found on the last prepared line.
@@ -356,8 +378,8 @@ pub struct Decoder {
     /// Sticky values saved by a previous run, applied when their stream
     /// reappears.
     restored: std::collections::HashMap<String, Vec<(String, String)>>,
-    /// Lines produced by splitting one input line (List items): (stream, text).
-    queued: std::collections::VecDeque<(Arc<str>, usize, String)>,
+    /// Lines produced by splitting one input line (List items): (slot, text).
+    queued: std::collections::VecDeque<(usize, String)>,
     last_time: Option<i64>,
     live: bool,
     stats: DecodeStats,
@@ -374,61 +396,74 @@ impl Decoder {
     /// (see [`Decoder::resolve_quick`]).
     pub fn with_group_keys(keys: &KeyConfig, live: bool, group_keys: &[String]) -> Decoder {
         let cap = NonZeroUsize::new(MAX_STREAMS).unwrap_or(NonZeroUsize::MIN);
-        let mut extra: Vec<&str> = keys::TIME_FIELDS.to_vec();
-        extra.extend(keys.sticky.iter().map(String::as_str));
-        let index = keys::KeyIndex::new(keys, group_keys, &extra);
-        let time_slots = keys::TIME_FIELDS
-            .iter()
-            .filter_map(|f| index.slot(f))
-            .collect();
-        let mut small_extra: Vec<&str> = SMALL_TIME_FIELDS.to_vec();
-        small_extra.extend(keys.sticky.iter().map(String::as_str));
-        let small = keys::KeyIndex::new(keys, &[], &small_extra);
-        let small_time_slots = SMALL_TIME_FIELDS
-            .iter()
-            .filter_map(|f| small.slot(f))
-            .collect();
-        let sticky_slots = keys
-            .sticky
-            .iter()
-            .filter_map(|k| small.slot(k).map(|s| (s, k.clone())))
-            .collect();
-        Decoder {
+        let mut decoder = Decoder {
             streams: LruCache::new(cap),
             slab: Vec::new(),
             last_stream: None,
-            index,
-            small,
+            created: 0,
+            index: Arc::new(keys::KeyIndex::new(keys, &[], &[])),
+            small: keys::KeyIndex::new(keys, &[], &[]),
             small_spans: Vec::new(),
-            small_time_slots,
+            small_time_slots: Vec::new(),
+            small_in_index: Vec::new(),
             full_scanned: false,
-            sticky_changed: false,
             forced_time: None,
             spans: Vec::new(),
-            time_slots,
-            sticky_slots,
+            time_slots: Vec::new(),
+            sticky_slots: Vec::new(),
             key_buf: String::new(),
             queued: Default::default(),
             restored: Default::default(),
             last_time: None,
             live,
             stats: DecodeStats::default(),
-        }
+        };
+        decoder.rekey(keys, group_keys);
+        decoder
     }
 
     /// Recompiles the field scanners for a new key configuration (after a
     /// rule reload) while keeping every stream's state: sticky values,
     /// partial lines, labels and counters.
     pub fn rekey(&mut self, keys: &KeyConfig, group_keys: &[String]) {
-        let fresh = Decoder::with_group_keys(keys, self.live, group_keys);
-        self.index = fresh.index;
-        self.small = fresh.small;
-        self.small_spans = fresh.small_spans;
-        self.small_time_slots = fresh.small_time_slots;
-        self.spans = fresh.spans;
-        self.time_slots = fresh.time_slots;
-        self.sticky_slots = fresh.sticky_slots;
+        let mut extra: Vec<&str> = keys::TIME_FIELDS.to_vec();
+        extra.extend(keys.sticky.iter().map(String::as_str));
+        self.index = Arc::new(keys::KeyIndex::new(keys, group_keys, &extra));
+        self.time_slots = keys::TIME_FIELDS
+            .iter()
+            .filter_map(|f| self.index.slot(f))
+            .collect();
+        let mut small_extra: Vec<&str> = SMALL_TIME_FIELDS.to_vec();
+        small_extra.extend(keys.sticky.iter().map(String::as_str));
+        self.small = keys::KeyIndex::new(keys, &[], &small_extra);
+        self.small_time_slots = SMALL_TIME_FIELDS
+            .iter()
+            .filter_map(|f| self.small.slot(f))
+            .collect();
+        self.sticky_slots = keys
+            .sticky
+            .iter()
+            .filter_map(|k| self.small.slot(k).map(|s| (s, k.clone())))
+            .collect();
+        // Every small field is also an index field (TIME_FIELDS ⊇ the small
+        // time fields; sticky fields are in both).
+        self.small_in_index = (0..self.small.slots())
+            .map(|i| {
+                self.small
+                    .slot_name(i)
+                    .and_then(|n| self.index.slot(n))
+                    .unwrap_or(usize::MAX)
+            })
+            .collect();
+        self.small_spans.clear();
+        self.spans.clear();
         self.full_scanned = false;
+    }
+
+    /// The full field scanner, shared with the buffer-level scan of blocks
+    /// (see [`crate::scan`]).
+    pub fn key_index(&self) -> Arc<keys::KeyIndex> {
+        self.index.clone()
     }
 
     /// The id of a group key compiled for the cheap path.
@@ -436,13 +471,17 @@ impl Decoder {
         self.index.id(name)
     }
 
+    fn ensure_full_scan(&mut self, text: &str) {
+        if !self.full_scanned {
+            self.index.scan(text, &mut self.spans);
+            self.full_scanned = true;
+        }
+    }
+
     /// Resolves a compiled group key on the line last prepared, without
     /// parsing it: scanned fields, stream labels, sticky values.
     pub fn resolve_quick(&mut self, id: keys::KeyId, p: &Prepared<'_>) -> Option<String> {
-        if !self.full_scanned {
-            self.index.scan(&p.text, &mut self.spans);
-            self.full_scanned = true;
-        }
+        self.ensure_full_scan(&p.text);
         let st = self.slab.get(p.sid);
         let label = |l: &str| st.and_then(|s| label(&s.labels, l)).map(Cow::into_owned);
         let sticky = |k: &str| {
@@ -457,27 +496,21 @@ impl Decoder {
             .resolve(id, &p.text, &self.spans, &label, &sticky)
     }
 
-    /// Whether the population (every line's group keys) should be sampled
-    /// on this line. A stream named by a prefix or envelope is one pod, so
-    /// its keys are re-read at most once per event-second, and at once when
-    /// a sticky value changes; any other stream may mix producers, so every
-    /// line is read.
-    pub fn population_due(&mut self, p: &Prepared<'_>) -> bool {
-        let changed = self.sticky_changed;
-        let Some(st) = self.slab.get_mut(p.sid) else {
-            return true;
-        };
-        if !st.prefixed || st.multiplexed || changed {
-            st.pop_at = Some(p.time);
-            return true;
+    /// A digest of everything the compiled group keys read on the line last
+    /// prepared: its stream (and so its labels), the stream's sticky values,
+    /// and the raw values of the fields and `after:` tokens the keys use.
+    /// Two lines with the same digest resolve every group key alike, so the
+    /// population needs only some of them (see [`crate::detect::Sampler`]).
+    pub fn population_digest(&mut self, p: &Prepared<'_>) -> u64 {
+        use std::hash::Hasher;
+        self.ensure_full_scan(&p.text);
+        let mut h = rustc_hash::FxHasher::default();
+        if let Some(st) = self.slab.get(p.sid) {
+            h.write_u64(st.uid);
+            h.write_u64(st.sticky_version);
         }
-        match st.pop_at {
-            Some(at) if p.time >= at && p.time - at < POPULATION_SAMPLE_NS => false,
-            _ => {
-                st.pop_at = Some(p.time);
-                true
-            }
-        }
+        self.index.digest(&p.text, &self.spans, &mut h);
+        h.finish()
     }
 
     /// Counters.
@@ -499,7 +532,20 @@ impl Decoder {
         arrival: Option<i64>,
     ) -> Option<Prepared<'a>> {
         self.forced_time = None;
-        self.prepare_inner(source, raw, arrival)
+        self.prepare_inner(source, raw, arrival, None)
+    }
+
+    /// Like [`Decoder::prepare`], with what the buffer-level scan found on
+    /// this line (positions relative to `raw`'s start).
+    pub fn prepare_hinted<'a>(
+        &mut self,
+        source: &Source,
+        raw: &'a str,
+        arrival: Option<i64>,
+        hint: LineHint<'_>,
+    ) -> Option<Prepared<'a>> {
+        self.forced_time = None;
+        self.prepare_inner(source, raw, arrival, Some(hint))
     }
 
     /// Like [`Decoder::prepare`] for a line whose event time is known from
@@ -510,9 +556,10 @@ impl Decoder {
         source: &Source,
         raw: &'a str,
         time: i64,
+        hint: Option<LineHint<'_>>,
     ) -> Option<Prepared<'a>> {
         self.forced_time = Some(time);
-        let p = self.prepare_inner(source, raw, None);
+        let p = self.prepare_inner(source, raw, None, hint);
         self.forced_time = None;
         p
     }
@@ -520,43 +567,42 @@ impl Decoder {
     fn prepare_inner<'a>(
         &mut self,
         source: &Source,
-        raw: &'a str,
+        line: &'a str,
         arrival: Option<i64>,
+        hint: Option<LineHint<'_>>,
     ) -> Option<Prepared<'a>> {
         self.stats.lines += 1;
-        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        let raw = line.strip_suffix('\n').unwrap_or(line);
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
-        // Outer prefix first: kubectl --prefix, then stern.
-        let (prefix, rest): (Option<OwnedPrefix>, Cow<'a, str>) = match wrapper::kubectl_prefix(raw)
-        {
-            Some((p, r)) => (Some(owned(&p)), Cow::Borrowed(r)),
-            None => match wrapper::strip_ansi(raw) {
-                Cow::Borrowed(b) => match wrapper::stern_prefix(b) {
-                    Some((p, r)) => (Some(owned(&p)), Cow::Borrowed(r)),
-                    None => (None, Cow::Borrowed(b)),
-                },
-                Cow::Owned(o) => {
-                    match wrapper::stern_prefix(&o).map(|(p, r)| (owned(&p), r.to_string())) {
-                        Some((p, r)) => (Some(p), Cow::Owned(r)),
-                        None => (None, Cow::Owned(o)),
-                    }
-                }
+        // Outer prefix first: kubectl --prefix, then stern (after removing
+        // the colour codes stern adds).
+        let kube = wrapper::kubectl_prefix(raw);
+        let ansi: Option<String> = match (&kube, memchr::memchr(0x1b, raw.as_bytes())) {
+            (None, Some(_)) => match wrapper::strip_ansi(raw) {
+                Cow::Owned(o) => Some(o),
+                Cow::Borrowed(_) => None,
+            },
+            _ => None,
+        };
+        let base: &str = ansi.as_deref().unwrap_or(raw);
+        let (prefix, rest_str) = match kube {
+            Some((p, r)) => (Some(StreamPrefix::Borrowed(p)), r),
+            None => match wrapper::stern_prefix(base) {
+                Some((p, r)) => (Some(StreamPrefix::Borrowed(p)), r),
+                None => (None, base),
             },
         };
         if prefix.is_some() {
             self.stats.formats.prefixed += 1;
         }
         // Without a prefix, a shipper's envelope may name the pod.
-        let prefix = prefix.or_else(|| envelope_pod(&rest));
-        self.key_buf.clear();
-        self.key_buf.push_str(&source.name);
-        if let Some((pod, container, _)) = &prefix {
-            self.key_buf.push('/');
-            self.key_buf.push_str(pod);
-            self.key_buf.push('/');
-            self.key_buf.push_str(container);
-        }
-        let (stream, sid) = self.ensure_stream(source, prefix.as_ref());
+        let prefix = prefix.or_else(|| envelope_pod(rest_str).map(StreamPrefix::Owned));
+        let rest: Cow<'a, str> = match &ansi {
+            Some(_) => Cow::Owned(rest_str.to_string()),
+            None => Cow::Borrowed(&raw[raw.len() - rest_str.len()..]),
+        };
+        let sid = self.ensure_stream(source, prefix.as_ref());
+        drop(prefix);
         // Container runtime wrapper.
         let (content, wrapper_time, partial, wrapped): (Cow<'a, str>, Option<i64>, bool, bool) =
             match rest {
@@ -619,27 +665,44 @@ impl Decoder {
                 (content, wrapper_time)
             }
         };
-        let text = self.reassemble_block(&stream, sid, text)?;
+        let text = self.reassemble_block(sid, text)?;
         self.stats.formats.add(payload::sniff(&text));
+        // The block scan's findings apply when the text is a slice of the
+        // raw line (no colour codes removed, no unescaping, no joining).
+        let mut prefiltered = None;
+        self.full_scanned = false;
+        if let (Some(h), Cow::Borrowed(t)) = (hint, &text) {
+            let off = (t.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+            if off <= line.len() && off + t.len() <= line.len() {
+                prefiltered = Some(h.flagged);
+            }
+            if let (true, Some(keys)) = (prefiltered.is_some(), h.keys) {
+                let (lo, hi) = (h.base as usize + off, h.base as usize + off + t.len());
+                let hits = keys
+                    .iter()
+                    .take_while(|&&(pos, _)| (pos as usize) < hi)
+                    .filter_map(|&(pos, pat)| {
+                        let pos = pos as usize;
+                        (pos >= lo).then(|| (pos - lo, pat as usize))
+                    });
+                self.index.fill(t, hits, &mut self.spans);
+                self.full_scanned = true;
+            }
+        }
         let time = self.update_stream(sid, &text, wrapper_time, arrival);
         Some(Prepared {
             text,
             wrapper_time,
-            stream,
             sid,
             time,
+            prefiltered,
         })
     }
 
     /// Joins a pretty-printed JSON object (a line that is exactly `{` up to
     /// its closing brace) into one text; splits a Kubernetes `List` into its
     /// items, the first returned and the rest queued.
-    fn reassemble_block<'a>(
-        &mut self,
-        stream: &Arc<str>,
-        sid: usize,
-        text: Cow<'a, str>,
-    ) -> Option<Cow<'a, str>> {
+    fn reassemble_block<'a>(&mut self, sid: usize, text: Cow<'a, str>) -> Option<Cow<'a, str>> {
         let st = self.slab.get_mut(sid)?;
         let done = match &mut st.block {
             Some((buf, depth, in_str, lines)) => {
@@ -680,8 +743,7 @@ impl Decoder {
                     return Some(Cow::Owned(joined));
                 }
                 let first = texts.remove(0);
-                self.queued
-                    .extend(texts.into_iter().map(|t| (stream.clone(), sid, t)));
+                self.queued.extend(texts.into_iter().map(|t| (sid, t)));
                 return Some(Cow::Owned(first));
             }
             // One line, so the text and its samples stay readable.
@@ -697,41 +759,45 @@ impl Decoder {
 
     /// Prepares the next queued line (an item of a split List), if any.
     pub fn prepare_queued(&mut self, arrival: Option<i64>) -> Option<Prepared<'static>> {
-        let (stream, sid, text) = self.queued.pop_front()?;
+        let (sid, text) = self.queued.pop_front()?;
+        self.full_scanned = false;
         let time = self.update_stream(sid, &text, None, arrival);
         Some(Prepared {
             text: Cow::Owned(text),
             wrapper_time: None,
-            stream,
             sid,
             time,
+            prefiltered: None,
         })
     }
 
-    /// The stream named by `key_buf`, created if new; returns its shared
-    /// key and slot.
-    fn ensure_stream(
-        &mut self,
-        source: &Source,
-        prefix: Option<&OwnedPrefix>,
-    ) -> (Arc<str>, usize) {
-        if let Some((k, i)) = &self.last_stream {
-            if **k == *self.key_buf {
-                return (k.clone(), *i);
+    /// The slot of the stream named by the source and prefix, created if
+    /// new.
+    fn ensure_stream(&mut self, source: &Source, prefix: Option<&StreamPrefix<'_>>) -> usize {
+        self.key_buf.clear();
+        self.key_buf.push_str(&source.name);
+        let parts = prefix.map(StreamPrefix::parts);
+        if let Some((pod, container, _)) = parts {
+            self.key_buf.push('/');
+            self.key_buf.push_str(pod);
+            self.key_buf.push('/');
+            self.key_buf.push_str(container);
+        }
+        if let Some(i) = self.last_stream {
+            if self.slab.get(i).and_then(|st| st.key.as_deref()) == Some(self.key_buf.as_str()) {
+                return i;
             }
         }
         if let Some(&i) = self.streams.get(self.key_buf.as_str()) {
-            if let Some(k) = self.slab.get(i).and_then(|st| st.key.clone()) {
-                self.last_stream = Some((k.clone(), i));
-                return (k, i);
-            }
+            self.last_stream = Some(i);
+            return i;
         }
         let mut labels = source.labels.clone();
-        if let Some((pod, container, ns)) = prefix {
-            labels.push(("pod".into(), pod.clone()));
-            labels.push(("container".into(), container.clone()));
+        if let Some((pod, container, ns)) = parts {
+            labels.push(("pod".into(), pod.to_string()));
+            labels.push(("container".into(), container.to_string()));
             if let Some(ns) = ns {
-                labels.push(("namespace".into(), ns.clone()));
+                labels.push(("namespace".into(), ns.to_string()));
             }
         }
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
@@ -739,10 +805,11 @@ impl Decoder {
             .restored
             .remove(self.key_buf.as_str())
             .unwrap_or_default();
+        self.created += 1;
         let state = StreamState {
             sticky,
             key: Some(key.clone()),
-            prefixed: prefix.is_some(),
+            uid: self.created,
             labels: Arc::new(labels),
             ..StreamState::default()
         };
@@ -763,9 +830,19 @@ impl Decoder {
             self.slab.push(state);
             self.slab.len() - 1
         };
-        self.streams.put(key.clone(), slot);
-        self.last_stream = Some((key.clone(), slot));
-        (key, slot)
+        self.streams.put(key, slot);
+        self.last_stream = Some(slot);
+        slot
+    }
+
+    /// The span of small-scanner slot `i` on the current line.
+    fn small_span(&self, i: usize) -> Option<keys::Span> {
+        if self.full_scanned {
+            let j = *self.small_in_index.get(i)?;
+            self.spans.get(j).copied().flatten()
+        } else {
+            self.small_spans.get(i).copied().flatten()
+        }
     }
 
     fn update_stream(
@@ -777,37 +854,32 @@ impl Decoder {
     ) -> i64 {
         let global = self.last_time;
         let live = self.live;
-        let Some(st) = self.slab.get_mut(sid) else {
+        if sid >= self.slab.len() {
             return global.or(arrival).unwrap_or(0);
-        };
-        let reference = wrapper_time.or(st.last_time).or(global).or(arrival);
-        self.full_scanned = false;
-        self.sticky_changed = false;
-        self.small.scan(text, &mut self.small_spans);
-        let small_time = || {
-            self.small_time_slots.iter().find_map(|slot| {
-                time::parse_any(
-                    &self
-                        .small_spans
-                        .get(*slot)
-                        .copied()
-                        .flatten()?
-                        .value(text)?,
-                )
-            })
+        }
+        let reference = wrapper_time
+            .or(self.slab[sid].last_time)
+            .or(global)
+            .or(arrival);
+        if !self.full_scanned {
+            self.small.scan(text, &mut self.small_spans);
+        }
+        let small_time = |d: &Decoder| {
+            d.small_time_slots
+                .iter()
+                .find_map(|slot| time::parse_any(&d.small_span(*slot)?.value(text)?))
         };
         let json = text.trim_start().starts_with('{');
         let mut own = if let Some(t) = self.forced_time {
             Some(t)
         } else if json {
-            small_time()
+            small_time(self)
         } else {
-            payload::header_time(text.trim_start(), reference).or_else(small_time)
+            payload::header_time(text.trim_start(), reference).or_else(|| small_time(self))
         };
-        if own.is_none() && (json || text.contains('=')) {
+        if own.is_none() && (json || memchr::memchr(b'=', text.as_bytes()).is_some()) {
             // Rarer time keys (journald's µs, events' lastTimestamp…).
-            self.index.scan(text, &mut self.spans);
-            self.full_scanned = true;
+            self.ensure_full_scan(text);
             own = self.time_slots.iter().enumerate().find_map(|(n, slot)| {
                 let v = self.spans.get(*slot).copied().flatten()?.value(text)?;
                 // TIME_FIELDS[0] is journald's __REALTIME_TIMESTAMP, in µs.
@@ -824,7 +896,8 @@ impl Decoder {
             own = None;
         }
         let wrapper_time = wrapper_time.filter(sane);
-        let time = match own.or(wrapper_time).or(st.last_time).or(global) {
+        let st_last = self.slab[sid].last_time;
+        let time = match own.or(wrapper_time).or(st_last).or(global) {
             Some(t) => t,
             None => {
                 self.stats.untimed += 1;
@@ -835,22 +908,26 @@ impl Decoder {
                 }
             }
         };
-        st.last_time = Some(time);
-        for (slot, key) in &self.sticky_slots {
+        self.slab[sid].last_time = Some(time);
+        for i in 0..self.sticky_slots.len() {
+            let slot = self.sticky_slots[i].0;
             let Some(v) = self
-                .small_spans
-                .get(*slot)
-                .copied()
-                .flatten()
+                .small_span(slot)
                 .and_then(|sp| sp.value(text))
                 .filter(|v| !v.is_empty())
             else {
                 continue;
             };
+            let key = &self.sticky_slots[i].1;
+            let st = &mut self.slab[sid];
             match st.sticky.iter().position(|(k, _)| k == key) {
                 Some(i) if st.sticky[i].1 == v => {}
                 Some(i) => {
-                    self.sticky_changed = true;
+                    // Once a stream is known to mix producers its sticky
+                    // values are not used, so their churn changes nothing.
+                    if !st.multiplexed {
+                        st.sticky_version += 1;
+                    }
                     let old = std::mem::replace(&mut st.sticky[i].1, v.into_owned());
                     let flips_back = st
                         .previous
@@ -867,7 +944,9 @@ impl Decoder {
                     }
                 }
                 None => {
-                    self.sticky_changed = true;
+                    if !st.multiplexed {
+                        st.sticky_version += 1;
+                    }
                     st.sticky.push((key.clone(), v.into_owned()));
                 }
             }

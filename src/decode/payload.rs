@@ -801,9 +801,10 @@ fn syslog_time(t: &str, reference: Option<i64>) -> Option<i64> {
     let clock = parse_clock(clock)?;
     let reference = reference.unwrap_or_else(now_ns);
     let outer = with_inferred_year(reference, month, day, clock);
-    let inner = rest
-        .split_once(": ")
-        .and_then(|(_, body)| klog_time(body, outer.or(Some(reference))));
+    let b = rest.as_bytes();
+    let inner = memchr::memchr_iter(b':', b)
+        .find(|&i| b.get(i + 1) == Some(&b' '))
+        .and_then(|i| klog_time(&rest[i + 2..], outer.or(Some(reference))));
     inner.or(outer)
 }
 

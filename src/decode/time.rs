@@ -84,6 +84,9 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     if s.len() < 19 || s.as_bytes()[4] != b'-' || s.as_bytes()[7] != b'-' {
         return None;
     }
+    if let Some(t) = fast_rfc3339(s.as_bytes()) {
+        return Some(t);
+    }
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return t.timestamp_nanos_opt();
     }
@@ -104,6 +107,106 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     None
 }
 
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Nanoseconds for a valid UTC date and time, computed directly; None for
+/// anything out of range (leap seconds included: callers fall back to
+/// chrono, which knows them).
+fn civil_ns(y: i64, mo: u32, d: u32, h: u32, mi: u32, sec: u32, nanos: u32) -> Option<i64> {
+    if !(1..=12).contains(&mo)
+        || d == 0
+        || d > days_in_month(y, mo)
+        || h > 23
+        || mi > 59
+        || sec > 59
+        || nanos >= 1_000_000_000
+        || !(1..=9999).contains(&y)
+    {
+        return None;
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400 + i64::from(h * 3600 + mi * 60 + sec);
+    secs.checked_mul(NS)?.checked_add(i64::from(nanos))
+}
+
+fn digits(b: &[u8]) -> Option<u32> {
+    b.iter().try_fold(0u32, |acc, &c| {
+        c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+    })
+}
+
+/// The common RFC 3339 shapes (`2024-05-01T12:00:00.553Z`, `+03:00`,
+/// `+0300`, a space for the `T`) without chrono; None sends anything else
+/// to the general parser.
+fn fast_rfc3339(b: &[u8]) -> Option<i64> {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let y = i64::from(digits(&b[0..4])?);
+    let (mo, d) = (digits(&b[5..7])?, digits(&b[8..10])?);
+    let (h, mi, sec) = (
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+    );
+    let mut i = 19;
+    let mut nanos = 0u32;
+    if b[i] == b'.' {
+        let start = i + 1;
+        let n = b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 || n > 9 {
+            return None;
+        }
+        nanos = digits(&b[start..start + n])? * 10u32.pow(9 - n as u32);
+        i = start + n;
+    }
+    let offset: i64 = match &b[i..] {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), rest @ ..] => {
+            let (oh, om) = match rest {
+                [h1, h2, b':', m1, m2] => (digits(&[*h1, *h2])?, digits(&[*m1, *m2])?),
+                [h1, h2, m1, m2] => (digits(&[*h1, *h2])?, digits(&[*m1, *m2])?),
+                _ => return None,
+            };
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let o = i64::from(oh * 3600 + om * 60) * NS;
+            if *sign == b'+' {
+                o
+            } else {
+                -o
+            }
+        }
+        _ => return None,
+    };
+    civil_ns(y, mo, d, h, mi, sec, nanos)?.checked_sub(offset)
+}
+
 /// Parses a time value of a structured field: RFC 3339 or an epoch number.
 pub fn parse_any(s: &str) -> Option<i64> {
     parse_rfc3339(s).or_else(|| parse_epoch(s))
@@ -111,7 +214,15 @@ pub fn parse_any(s: &str) -> Option<i64> {
 
 /// Year of a nanosecond timestamp (UTC).
 pub fn year_of(ns: i64) -> i32 {
-    DateTime::from_timestamp_nanos(ns).year()
+    // Howard Hinnant's civil_from_days, year only.
+    let z = ns.div_euclid(86_400 * NS) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let y = yoe + era * 400 + i64::from(mp >= 10);
+    i32::try_from(y).unwrap_or_else(|_| DateTime::from_timestamp_nanos(ns).year())
 }
 
 /// Builds a UTC time from parts; None if out of range.
@@ -124,6 +235,9 @@ pub fn from_parts(
     s: u32,
     nanos: u32,
 ) -> Option<i64> {
+    if let Some(t) = civil_ns(i64::from(year), month, day, h, m, s, nanos) {
+        return Some(t);
+    }
     let d = NaiveDate::from_ymd_opt(year, month, day)?;
     let t = d.and_hms_nano_opt(h, m, s, nanos)?;
     Utc.from_utc_datetime(&t).timestamp_nanos_opt()
@@ -146,11 +260,10 @@ pub fn parse_clock(s: &str) -> Option<(u32, u32, u32, u32)> {
     if it.next().is_some() || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut digits: String = frac.chars().take(9).collect();
-    while digits.len() < 9 {
-        digits.push('0');
-    }
-    Some((h, m, sec, digits.parse().ok()?))
+    let f = frac.as_bytes();
+    let n = f.len().min(9);
+    let nanos = digits(&f[..n])? * 10u32.pow(9 - n as u32);
+    Some((h, m, sec, nanos))
 }
 
 /// Month number from a three-letter English abbreviation.
@@ -221,6 +334,68 @@ mod tests {
             Some(1_714_564_800 * NS)
         );
         assert_eq!(parse_rfc3339("not a time at all!!"), None);
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_chrono() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..20_000 {
+            let frac = match next(4) {
+                0 => String::new(),
+                k => format!(".{}", "123456789".get(..(k * 3) as usize).unwrap_or("1")),
+            };
+            let zone = ["Z", "+03:00", "-0130", "+23:59", "-00:00"][next(5) as usize];
+            let s = format!(
+                "{:04}-{:02}-{:02}{}{:02}:{:02}:{:02}{frac}{zone}",
+                1900 + next(300),
+                1 + next(13),
+                1 + next(31),
+                if next(2) == 0 { 'T' } else { ' ' },
+                next(25),
+                next(61),
+                next(61),
+            );
+            let chrono = DateTime::parse_from_rfc3339(&s)
+                .ok()
+                .or_else(|| DateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S%.f%z").ok())
+                .or_else(|| DateTime::parse_from_str(&s, "%Y-%m-%dT%H:%M:%S%.f%z").ok())
+                .and_then(|t| t.timestamp_nanos_opt());
+            if let Some(fast) = fast_rfc3339(s.as_bytes()) {
+                assert_eq!(Some(fast), chrono, "{s}");
+            }
+            assert_eq!(parse_rfc3339(&s), chrono, "{s}");
+        }
+        for ns in [
+            0,
+            -1,
+            1_714_564_800 * NS,
+            951_782_400 * NS - 1,
+            4_102_444_800 * NS,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            assert_eq!(
+                year_of(ns),
+                DateTime::from_timestamp_nanos(ns).year(),
+                "{ns}"
+            );
+        }
+        for y in [1970, 1999, 2000, 2024, 2100] {
+            for (m, d) in [(1, 1), (2, 28), (3, 1), (12, 31)] {
+                assert_eq!(
+                    from_parts(y, m, d, 23, 59, 59, 999),
+                    NaiveDate::from_ymd_opt(y, m, d)
+                        .and_then(|d| d.and_hms_nano_opt(23, 59, 59, 999))
+                        .and_then(|t| Utc.from_utc_datetime(&t).timestamp_nanos_opt())
+                );
+            }
+        }
     }
 
     #[test]

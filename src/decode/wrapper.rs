@@ -23,7 +23,8 @@ pub struct Prefix<'a> {
 /// Strips a `kubectl logs --prefix` prefix: `[pod/NAME/CONTAINER] rest`.
 pub fn kubectl_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
     let rest = line.strip_prefix("[pod/")?;
-    let end = rest.find("] ")?;
+    let b = rest.as_bytes();
+    let end = memchr::memchr_iter(b']', b).find(|&i| b.get(i + 1) == Some(&b' '))?;
     let inner = &rest[..end];
     let (pod, container) = inner.split_once('/')?;
     if pod.is_empty() || container.is_empty() || container.contains('/') || inner.contains(' ') {
@@ -157,7 +158,11 @@ pub fn cri(line: &str) -> Option<Unwrapped<'_>> {
     if b.len() < 22 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
         return None;
     }
-    let sp1 = line.find(' ')?;
+    // The stamp ends at a space; a tab there is a zap console line.
+    let sp1 = memchr::memchr2(b' ', b'\t', b)?;
+    if b[sp1] != b' ' {
+        return None;
+    }
     let rest = &line[sp1 + 1..];
     let (stream, rest) = rest.split_once(' ')?;
     if stream != "stdout" && stream != "stderr" {

@@ -99,6 +99,11 @@ pub trait Detector: Send {
     fn needs_population(&self) -> bool {
         false
     }
+    /// How recently a group must have logged to count as alive (ns), for
+    /// detectors with a population.
+    fn population_window(&self) -> Option<i64> {
+        None
+    }
     /// Reports the condition of every key that is active or just changed.
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>);
     /// Reports the condition of one group only, right after its hit; false
@@ -288,5 +293,56 @@ impl Population {
     /// Evictions.
     pub fn evicted(&self) -> u64 {
         self.seen.evicted()
+    }
+}
+
+/// Decides which lines feed the population. Lines whose population inputs
+/// are identical (same stream, sticky values and key fields: one digest)
+/// resolve to the same groups, so one of them per [`Sampler::every`] ns of
+/// event time is enough: the set of groups is exact and each group's last
+/// sighting is at most that much older than its last line. A small
+/// direct-mapped table; a collision only costs an extra sample.
+///
+/// The period is a small fraction of the shortest population window (see
+/// [`Sampler::period_for`]), so a group leaves the population at most that
+/// much earlier than exact tracking would drop it.
+pub struct Sampler {
+    slots: Vec<(u64, i64)>,
+    every: i64,
+}
+
+impl Sampler {
+    /// Table size (a power of two).
+    pub const SLOTS: usize = 4096;
+
+    /// A sampler that lets each digest through once per `every` ns.
+    pub fn new(every: i64) -> Sampler {
+        Sampler {
+            slots: vec![(0, i64::MIN); Sampler::SLOTS],
+            every,
+        }
+    }
+
+    /// The period for populations whose shortest window is `window` ns:
+    /// 1/120 of it, between 1 s and 10 s (5 s for the default 10 min).
+    pub fn period_for(window: Option<i64>) -> i64 {
+        const S: i64 = 1_000_000_000;
+        window.map_or(S, |w| (w / 120).clamp(S, 10 * S))
+    }
+
+    /// The sampling period (ns).
+    pub fn every(&self) -> i64 {
+        self.every
+    }
+
+    /// Whether the line with this digest at event time `t` must be read.
+    pub fn due(&mut self, digest: u64, t: i64) -> bool {
+        let i = (digest ^ (digest >> 29)) as usize & (Sampler::SLOTS - 1);
+        let (d, at) = self.slots[i];
+        if d == digest && at != i64::MIN && t >= at && t - at < self.every {
+            return false;
+        }
+        self.slots[i] = (digest, t);
+        true
     }
 }

@@ -119,6 +119,10 @@ impl Detector for Share {
         true
     }
 
+    fn population_window(&self) -> Option<i64> {
+        Some(self.pop_window)
+    }
+
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for (pname, p) in self.parts.iter_mut() {
             let mut counts = Vec::new();

@@ -122,6 +122,10 @@ impl Detector for Spread {
         true
     }
 
+    fn population_window(&self) -> Option<i64> {
+        Some(self.pop_window)
+    }
+
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for (name, p) in self.parts.iter_mut() {
             let mut matching = 0;

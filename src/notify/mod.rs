@@ -497,18 +497,31 @@ impl Dispatcher {
 
     /// Per-receiver counters: (name, sent, failed, dropped).
     pub fn stats(&self) -> Vec<(String, u64, u64, u64)> {
-        self.lanes
+        self.stats_reader()()
+    }
+
+    /// A reader of the same counters that outlives the dispatcher, to read
+    /// them after [`Dispatcher::shutdown`] has drained the queues.
+    pub fn stats_reader(&self) -> impl Fn() -> Vec<(String, u64, u64, u64)> + Send + Sync {
+        let lanes: Vec<(String, Arc<LaneShared>)> = self
+            .lanes
             .iter()
-            .map(|l| {
-                let s = &l.shared.stats;
-                (
-                    l.name.clone(),
-                    s.sent.load(Ordering::Relaxed),
-                    s.failed.load(Ordering::Relaxed),
-                    s.dropped.load(Ordering::Relaxed),
-                )
-            })
-            .collect()
+            .map(|l| (l.name.clone(), l.shared.clone()))
+            .collect();
+        move || {
+            lanes
+                .iter()
+                .map(|(name, shared)| {
+                    let s = &shared.stats;
+                    (
+                        name.clone(),
+                        s.sent.load(Ordering::Relaxed),
+                        s.failed.load(Ordering::Relaxed),
+                        s.dropped.load(Ordering::Relaxed),
+                    )
+                })
+                .collect()
+        }
     }
 
     /// Closes the queues and waits up to `timeout` for them to drain. What is

@@ -3,6 +3,7 @@
 //! (and counted), and invalid UTF-8 is replaced rather than rejected, so one
 //! bad line never stops the stream.
 
+pub mod block;
 pub mod file;
 pub mod loki;
 pub mod replay;

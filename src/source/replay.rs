@@ -5,6 +5,7 @@
 //! merged by each line's own time (ties to the file named first), replay
 //! sees the cluster as it happened, whatever the files' sizes or order.
 
+use super::block::{BlockSource, MergedBlocks, ReadBlocks};
 use super::stdin::{LineReader, ReadStats};
 use crate::decode::{peek_time, Source};
 use std::io::{self, BufRead};
@@ -24,7 +25,7 @@ struct Input {
     /// File size at open (None for stdin).
     size: Option<u64>,
     source: Source,
-    lines: LineReader<Box<dyn BufRead>>,
+    lines: LineReader<Box<dyn BufRead + Send>>,
     next: Option<(i64, String)>,
     last: Option<i64>,
 }
@@ -35,7 +36,7 @@ impl Input {
             path: f.to_string(),
             source: e,
         };
-        let reader: Box<dyn BufRead> = if f == "-" {
+        let reader: Box<dyn BufRead + Send> = if f == "-" {
             Box::new(io::BufReader::with_capacity(1 << 16, io::stdin()))
         } else {
             Box::new(io::BufReader::with_capacity(
@@ -43,16 +44,7 @@ impl Input {
                 std::fs::File::open(f).map_err(err)?,
             ))
         };
-        let mut source = Source::named(if f == "-" { "stdin" } else { f });
-        if f != "-" {
-            // The file name is the last-resort identity of its lines' node.
-            let base = std::path::Path::new(f)
-                .file_name()
-                .map(|b| b.to_string_lossy().into_owned());
-            source
-                .labels
-                .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
-        }
+        let source = source_for(f);
         let size = if f == "-" {
             None
         } else {
@@ -84,6 +76,62 @@ impl Input {
         });
         Ok(())
     }
+}
+
+/// The source of a replayed file (`-`: stdin): named by its path, with
+/// its file name as the `file` label, the last-resort identity of its
+/// lines' node.
+pub fn source_for(f: &str) -> Source {
+    let mut source = Source::named(if f == "-" { "stdin" } else { f });
+    if f != "-" {
+        let base = std::path::Path::new(f)
+            .file_name()
+            .map(|b| b.to_string_lossy().into_owned());
+        source
+            .labels
+            .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
+    }
+    source
+}
+
+/// Replay input ready to be read in blocks.
+pub struct ReplayInput {
+    /// The blocks (one file read directly, several merged by time).
+    pub blocks: Box<dyn BlockSource + Send>,
+    /// The source of each input, by the index blocks' runs use.
+    pub sources: Vec<Source>,
+    /// Total bytes when every input is a file.
+    pub total: Option<u64>,
+}
+
+/// Opens files for replay; fails on the first that cannot be opened.
+pub fn open(files: &[String]) -> Result<ReplayInput, ReplayError> {
+    if let [f] = files {
+        let err = |e| ReplayError {
+            path: f.to_string(),
+            source: e,
+        };
+        let (blocks, total): (Box<dyn BlockSource + Send>, Option<u64>) = if f == "-" {
+            (Box::new(ReadBlocks::new(f, io::stdin(), false)), None)
+        } else {
+            let file = std::fs::File::open(f).map_err(err)?;
+            let total = file.metadata().ok().map(|m| m.len());
+            (Box::new(ReadBlocks::new(f, file, false)), total)
+        };
+        return Ok(ReplayInput {
+            blocks,
+            sources: vec![source_for(f)],
+            total,
+        });
+    }
+    let merged = Merged::open(files)?;
+    let sources = merged.sources();
+    let total = merged.progress().1;
+    Ok(ReplayInput {
+        blocks: Box::new(MergedBlocks::new(merged)),
+        sources,
+        total,
+    })
 }
 
 /// Files (`-` for stdin) merged into one stream of lines by event time.
@@ -137,6 +185,36 @@ impl Merged {
             }
             None => Ok(None),
         }
+    }
+
+    /// Like [`Merged::next_line`], naming the input by its index.
+    pub fn next_indexed(&mut self) -> Result<Option<(usize, &str)>, ReplayError> {
+        if self.inputs.len() == 1 {
+            return Ok(self.next_single()?.map(|(_, l)| (0, l)));
+        }
+        if let Some(i) = self.current.take() {
+            self.inputs[i].advance()?;
+        }
+        let pick = self
+            .inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inp)| inp.next.as_ref().map(|(t, _)| (*t, i)))
+            .min();
+        let Some((_, i)) = pick else { return Ok(None) };
+        self.current = Some(i);
+        match self.inputs[i].next.take() {
+            Some((_, l)) => {
+                self.line = l;
+                Ok(Some((i, self.line.as_str())))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The source (name, labels) of each input, by index.
+    pub fn sources(&self) -> Vec<Source> {
+        self.inputs.iter().map(|i| i.source.clone()).collect()
     }
 
     fn next_single(&mut self) -> Result<Option<(&Source, &str)>, ReplayError> {

@@ -117,8 +117,27 @@ pub struct Chunker {
 
 impl Chunker {
     /// Adds bytes; returns the complete lines now available (maybe empty).
-    pub fn push(&mut self, mut bytes: &[u8]) -> Vec<u8> {
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
+        self.push_into(bytes, &mut out);
+        out
+    }
+
+    /// Adds bytes, appending the complete lines now available to `out`.
+    pub fn push_into(&mut self, mut bytes: &[u8], out: &mut Vec<u8>) {
+        let max = super::max_line_bytes();
+        if !self.skipping && self.pending.len() + bytes.len() <= max {
+            // No line here can be too long: copy every complete line at once.
+            match memchr::memrchr(b'\n', bytes) {
+                Some(last) => {
+                    out.append(&mut self.pending);
+                    out.extend_from_slice(&bytes[..=last]);
+                    self.pending.extend_from_slice(&bytes[last + 1..]);
+                }
+                None => self.pending.extend_from_slice(bytes),
+            }
+            return;
+        }
         while !bytes.is_empty() {
             match memchr::memchr(b'\n', bytes) {
                 Some(nl) => {
@@ -154,7 +173,38 @@ impl Chunker {
                 }
             }
         }
-        out
+    }
+
+    /// Takes the partial line carried from earlier bytes, in a buffer with
+    /// room for `more` bytes, to read new bytes right after it (then
+    /// [`Chunker::frame`]).
+    pub fn take_pending(&mut self, more: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.pending);
+        buf.reserve(more);
+        buf
+    }
+
+    /// Frames a buffer made of [`Chunker::take_pending`] plus new bytes:
+    /// returns its complete lines (the same buffer when no line in it can
+    /// be too long) and carries the rest.
+    pub fn frame(&mut self, mut buf: Vec<u8>) -> Vec<u8> {
+        if !self.skipping && buf.len() <= super::max_line_bytes() {
+            match memchr::memrchr(b'\n', &buf) {
+                Some(last) => {
+                    self.pending.extend_from_slice(&buf[last + 1..]);
+                    buf.truncate(last + 1);
+                    buf
+                }
+                None => {
+                    self.pending = buf;
+                    Vec::new()
+                }
+            }
+        } else {
+            let mut out = Vec::new();
+            self.push_into(&buf, &mut out);
+            out
+        }
     }
 
     /// End of input: the last line if it had no newline.

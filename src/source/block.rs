@@ -1,0 +1,351 @@
+//! Blocks: input read in large pieces of complete lines, on a thread of its
+//! own. The engine consumes blocks, not lines, so reading (and whatever
+//! per-block work the caller adds, such as the literal scan) overlaps with
+//! detection on the other core; a bounded channel between the two pushes
+//! back on the reader when detection falls behind, so memory stays bounded.
+
+use super::replay::{Merged, ReplayError};
+use super::stdin::{Chunker, ReadStats};
+use std::io::{self, Read};
+
+/// Target size of a block read from a file (256 KiB).
+pub const BLOCK_BYTES: usize = 1 << 18;
+
+/// Complete lines, each ending in `\n`, valid UTF-8 (invalid bytes were
+/// replaced), none longer than the line bound.
+#[derive(Debug, Default, Clone)]
+pub struct Block {
+    /// The lines.
+    pub data: String,
+    /// For merged inputs: (end offset, input index) of each run of lines
+    /// from one input, in order. Empty: every line is from input 0.
+    pub runs: Vec<(u32, u32)>,
+    /// Wall time the bytes arrived (live input only).
+    pub arrival: Option<i64>,
+    /// Bytes consumed from the inputs so far, this block included.
+    pub consumed: u64,
+}
+
+/// One line of a block: its offsets and the input it came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineAt<'b> {
+    /// The line without its newline and trailing carriage returns.
+    pub text: &'b str,
+    /// Offset of the line's first byte in the block.
+    pub start: usize,
+    /// Offset of the line's end (its newline) in the block.
+    pub end: usize,
+    /// Index of the input it came from.
+    pub input: usize,
+}
+
+impl Block {
+    /// The block's lines, in order.
+    pub fn lines(&self) -> impl Iterator<Item = LineAt<'_>> {
+        let data = self.data.as_str();
+        let mut start = 0;
+        let mut run = 0;
+        std::iter::from_fn(move || {
+            if start >= data.len() {
+                return None;
+            }
+            let end =
+                memchr::memchr(b'\n', &data.as_bytes()[start..]).map_or(data.len(), |i| start + i);
+            while self
+                .runs
+                .get(run)
+                .is_some_and(|&(e, _)| (e as usize) <= start)
+            {
+                run += 1;
+            }
+            let input = self.runs.get(run).map_or(0, |&(_, i)| i as usize);
+            let text = data[start..end].trim_end_matches('\r');
+            let line = LineAt {
+                text,
+                start,
+                end,
+                input,
+            };
+            start = end + 1;
+            Some(line)
+        })
+    }
+}
+
+/// Turns framed bytes (complete lines) into text, replacing invalid UTF-8
+/// line by line and counting the lines repaired.
+fn to_text(bytes: Vec<u8>, stats: &mut ReadStats) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            let bytes = e.into_bytes();
+            let mut out = String::with_capacity(bytes.len() + 64);
+            for line in bytes.split_inclusive(|&b| b == b'\n') {
+                match std::str::from_utf8(line) {
+                    Ok(l) => out.push_str(l),
+                    Err(_) => {
+                        stats.invalid_utf8 += 1;
+                        out.push_str(&String::from_utf8_lossy(line));
+                    }
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Where blocks come from.
+pub trait BlockSource {
+    /// The next block, or None at the end of input.
+    fn next_block(&mut self) -> Result<Option<Block>, ReplayError>;
+    /// Reader counters per input (name, counters).
+    fn stats(&self) -> Vec<(String, ReadStats)>;
+}
+
+impl<B: BlockSource + ?Sized> BlockSource for Box<B> {
+    fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+        (**self).next_block()
+    }
+    fn stats(&self) -> Vec<(String, ReadStats)> {
+        (**self).stats()
+    }
+}
+
+/// Blocks from one reader (a file, stdin).
+pub struct ReadBlocks<R> {
+    name: String,
+    inner: R,
+    buf: Vec<u8>,
+    chunker: Chunker,
+    live: bool,
+    consumed: u64,
+    done: bool,
+}
+
+impl<R: Read> ReadBlocks<R> {
+    /// Blocks of about [`BLOCK_BYTES`]; `live` hands out each read's
+    /// complete lines at once (with their arrival time), so a lone line on
+    /// an idle pipe is not held back.
+    pub fn new(name: &str, inner: R, live: bool) -> ReadBlocks<R> {
+        ReadBlocks {
+            name: name.to_string(),
+            inner,
+            buf: vec![0; BLOCK_BYTES],
+            chunker: Chunker::default(),
+            live,
+            consumed: 0,
+            done: false,
+        }
+    }
+}
+
+impl<R: Read> BlockSource for ReadBlocks<R> {
+    fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+        if self.done {
+            return Ok(None);
+        }
+        let err = |name: &str, e| ReplayError {
+            path: name.to_string(),
+            source: e,
+        };
+        let mut arrival = None;
+        let out = if self.live {
+            // Each read's complete lines at once.
+            let mut out = Vec::new();
+            loop {
+                let n = match self.inner.read(&mut self.buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(err(&self.name, e)),
+                };
+                if n == 0 {
+                    self.done = true;
+                    out.extend(self.chunker.finish());
+                    break;
+                }
+                self.consumed += n as u64;
+                self.chunker.push_into(&self.buf[..n], &mut out);
+                if !out.is_empty() {
+                    arrival = Some(super::wall_ns());
+                    break;
+                }
+            }
+            out
+        } else {
+            loop {
+                // Read straight after the carried partial line: no copy.
+                let mut buf = self.chunker.take_pending(BLOCK_BYTES);
+                let before = buf.len();
+                (&mut self.inner)
+                    .take(BLOCK_BYTES as u64)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| err(&self.name, e))?;
+                let n = buf.len() - before;
+                self.consumed += n as u64;
+                // Short of the limit means the reader reached its end.
+                if n < BLOCK_BYTES {
+                    self.done = true;
+                }
+                let mut out = self.chunker.frame(buf);
+                if self.done {
+                    out.extend(self.chunker.finish());
+                }
+                // A long line may span several reads before one completes.
+                if !out.is_empty() || self.done {
+                    break out;
+                }
+            }
+        };
+        if out.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Block {
+            data: to_text(out, &mut self.chunker.stats),
+            runs: Vec::new(),
+            arrival,
+            consumed: self.consumed,
+        }))
+    }
+
+    fn stats(&self) -> Vec<(String, ReadStats)> {
+        vec![(self.name.clone(), self.chunker.stats)]
+    }
+}
+
+/// Blocks from several files merged by time, each run of lines tagged
+/// with its file.
+pub struct MergedBlocks {
+    merged: Merged,
+}
+
+impl MergedBlocks {
+    /// Wraps opened inputs.
+    pub fn new(merged: Merged) -> MergedBlocks {
+        MergedBlocks { merged }
+    }
+}
+
+impl BlockSource for MergedBlocks {
+    fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+        let mut b = Block::default();
+        let mut last: Option<usize> = None;
+        while b.data.len() < BLOCK_BYTES {
+            let Some((i, line)) = self.merged.next_indexed()? else {
+                break;
+            };
+            if last.is_some_and(|l| l != i) {
+                if let Some(l) = last {
+                    b.runs.push((b.data.len() as u32, l as u32));
+                }
+            }
+            last = Some(i);
+            b.data.push_str(line);
+            b.data.push('\n');
+        }
+        if let Some(l) = last {
+            b.runs.push((b.data.len() as u32, l as u32));
+        }
+        b.consumed = self.merged.progress().0;
+        Ok((!b.data.is_empty()).then_some(b))
+    }
+
+    fn stats(&self) -> Vec<(String, ReadStats)> {
+        self.merged.stats()
+    }
+}
+
+/// Runs `source` on a thread of its own, passes each block through `stage`
+/// on that thread (the caller's per-block work, e.g. the literal scan), and
+/// sends the results through a channel of `capacity` blocks. The thread
+/// stops at the end of input, on a read error (sent as the last item), or
+/// when the receiver is dropped; joining it gives the reader counters.
+/// Fails only if the thread cannot be started.
+#[allow(clippy::type_complexity)]
+pub fn spawn<S, T, F>(
+    mut source: S,
+    capacity: usize,
+    mut stage: F,
+) -> io::Result<(
+    tokio::sync::mpsc::Receiver<Result<T, ReplayError>>,
+    std::thread::JoinHandle<Vec<(String, ReadStats)>>,
+)>
+where
+    S: BlockSource + Send + 'static,
+    T: Send + 'static,
+    F: FnMut(Block) -> T + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+    let handle = std::thread::Builder::new()
+        .name("sigwatch-read".into())
+        .spawn(move || {
+            loop {
+                let item = match source.next_block() {
+                    Ok(Some(b)) => Ok(stage(b)),
+                    Ok(None) => break,
+                    Err(e) => Err(e),
+                };
+                let failed = item.is_err();
+                if tx.blocking_send(item).is_err() || failed {
+                    break;
+                }
+            }
+            source.stats()
+        })?;
+    Ok((rx, handle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_hold_complete_repaired_lines_and_their_inputs() {
+        let data = b"one\r\n\ntwo \xff\nlast".to_vec();
+        let mut r = ReadBlocks::new("t", &data[..], false);
+        let b = r.next_block().unwrap().unwrap();
+        let lines: Vec<&str> = b.lines().map(|l| l.text).collect();
+        assert_eq!(lines, vec!["one", "", "two \u{fffd}", "last"]);
+        assert!(r.next_block().unwrap().is_none());
+        assert_eq!(r.stats()[0].1.invalid_utf8, 1);
+        let b = Block {
+            data: "a\nb\nc\n".into(),
+            runs: vec![(2, 1), (6, 0)],
+            ..Block::default()
+        };
+        let inputs: Vec<(usize, &str)> = b.lines().map(|l| (l.input, l.text)).collect();
+        assert_eq!(inputs, vec![(1, "a"), (0, "b"), (0, "c")]);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_block_is_cut_and_reading_goes_on() {
+        let mut data = b"first\n".to_vec();
+        data.extend(vec![b'x'; 3 * BLOCK_BYTES]);
+        data.extend(b"\nlast\n");
+        let mut r = ReadBlocks::new("t", &data[..], false);
+        let mut lines = Vec::new();
+        while let Some(b) = r.next_block().unwrap() {
+            lines.extend(b.lines().map(|l| l.text.len()));
+        }
+        let max = crate::source::max_line_bytes();
+        assert_eq!(lines, vec![5, (3 * BLOCK_BYTES).min(max), 4]);
+        assert_eq!(r.stats()[0].1.truncated, u64::from(3 * BLOCK_BYTES > max));
+    }
+
+    #[test]
+    fn a_reader_thread_sends_bounded_blocks_in_order() {
+        let text: String = (0..100_000).map(|i| format!("line {i}\n")).collect();
+        let src = ReadBlocks::new("t", io::Cursor::new(text.clone().into_bytes()), false);
+        let (mut rx, h) = spawn(src, 2, |b| b).unwrap();
+        let mut got = String::new();
+        let mut blocks = 0;
+        while let Some(b) = rx.blocking_recv() {
+            let b = b.unwrap();
+            assert!(b.data.ends_with('\n'));
+            got.push_str(&b.data);
+            blocks += 1;
+        }
+        assert_eq!(got, text);
+        assert!(blocks > 1);
+        assert_eq!(h.join().unwrap()[0].1, ReadStats::default());
+    }
+}
