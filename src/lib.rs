@@ -459,7 +459,14 @@ impl Engine {
         for line in block.lines() {
             let src = sources.get(line.input).unwrap_or(&fallback);
             let hint = cursor.line(line.start, line.end);
-            self.push_hinted(src, line.text, block.arrival, hint, out);
+            match line.time {
+                Some(t) => {
+                    if let Some(p) = self.decoder.prepare_at(src, line.text, t, hint) {
+                        self.ingest(&p, out);
+                    }
+                }
+                None => self.push_hinted(src, line.text, block.arrival, hint, out),
+            }
             n += 1;
         }
         n

@@ -12,7 +12,9 @@ use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, Receiver, DEFAULT_QUEUE};
 use sigwatch::rules::{self, duration::Dur, RuleSet};
+use sigwatch::scan::Hints;
 use sigwatch::server::{Snapshot, Telemetry};
+use sigwatch::source::block::{self, Block, ReadBlocks};
 use sigwatch::source::file;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::tail::run_tail;
@@ -1011,11 +1013,61 @@ fn start_loki(
     Ok((rx, cursors))
 }
 
-/// What the live loop consumes, whatever the source.
+/// What the live loop consumes, whatever the source: blocks of lines
+/// already scanned (off the detection thread), with the sources their runs
+/// refer to.
 enum Input {
-    Stdin(sigwatch::source::stdin::Chunk),
-    Loki(Batch),
-    Files(file::FileBatch),
+    Stdin(Block, Hints),
+    /// The input broke off (a read error, already the last item).
+    Failed(String),
+    Loki {
+        query: String,
+        cursor: i64,
+        newest: Option<i64>,
+        block: Block,
+        hints: Hints,
+        sources: Vec<Source>,
+    },
+    Files {
+        offsets: BTreeMap<String, (String, u64)>,
+        block: Block,
+        hints: Hints,
+        sources: Vec<Source>,
+    },
+}
+
+/// A Loki batch as a block: one line per entry (entries may hold newlines),
+/// each with its entry's time and source (stream labels and metadata).
+fn loki_block(batch: &Batch) -> (Block, Vec<Source>) {
+    let mut sources: Vec<Source> = Vec::new();
+    let mut index: BTreeMap<(String, Vec<(String, String)>), usize> = BTreeMap::new();
+    let mut refs = Vec::with_capacity(batch.entries.len());
+    for e in &batch.entries {
+        let mut labels = e.labels.clone();
+        labels.extend(e.metadata.iter().cloned());
+        let name = e.stream_name();
+        let i = *index
+            .entry((name.clone(), labels.clone()))
+            .or_insert_with(|| {
+                sources.push(Source { name, labels });
+                sources.len() - 1
+            });
+        refs.push((i, e.line.as_str(), e.ts));
+    }
+    (Block::from_entries(refs), sources)
+}
+
+/// A round of the file tailer as a block, a run of lines per file.
+fn files_block(batch: &file::FileBatch) -> (Block, Vec<Source>) {
+    let sources = batch.files.iter().map(|f| f.source.clone()).collect();
+    let lines = batch
+        .files
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| f.lines.iter().map(move |l| (i, l.as_str())));
+    let mut block = Block::from_lines(lines);
+    block.arrival = Some(batch.arrival);
+    (block, sources)
 }
 
 /// Fills what the command line left unset from the configuration file.
@@ -1071,14 +1123,26 @@ async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     let mut cursors = BTreeMap::new();
-    // Each source feeds the one loop through a bounded channel.
+    // Each source feeds the one loop through a bounded channel; blocks are
+    // scanned on the way (off the detection thread).
+    let slot = engine.scanner();
     if let Some(url) = &a.loki {
         let (mut lrx, c) = start_loki(&a, url)?;
         cursors = c;
         let tx = tx.clone();
         tokio::spawn(async move {
             while let Some(b) = lrx.recv().await {
-                if tx.send(Input::Loki(b)).await.is_err() {
+                let (block, sources) = loki_block(&b);
+                let hints = slot.get().scan(&block.data);
+                let input = Input::Loki {
+                    newest: b.entries.iter().map(|e| e.ts).max(),
+                    query: b.query,
+                    cursor: b.cursor,
+                    block,
+                    hints,
+                    sources,
+                };
+                if tx.send(input).await.is_err() {
                     break;
                 }
             }
@@ -1095,21 +1159,30 @@ async fn run(p: PipelineArgs, mut a: SourceArgs) -> Result<()> {
         let tx = tx.clone();
         tokio::spawn(async move {
             while let Some(b) = frx.recv().await {
-                if tx.send(Input::Files(b)).await.is_err() {
+                let (block, sources) = files_block(&b);
+                let hints = slot.get().scan(&block.data);
+                let input = Input::Files {
+                    offsets: b.offsets,
+                    block,
+                    hints,
+                    sources,
+                };
+                if tx.send(input).await.is_err() {
                     break;
                 }
             }
         });
     } else {
-        let mut srx = sigwatch::source::stdin::spawn_reader(64);
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            while let Some(c) = srx.recv().await {
-                if tx.send(Input::Stdin(c)).await.is_err() {
-                    break;
-                }
+        // Each read's complete lines at once, so a lone line on an idle pipe
+        // is not held back; the scan runs on the reader's thread.
+        let stdin = ReadBlocks::new("stdin", std::io::stdin(), true);
+        block::spawn_into(stdin, tx.clone(), move |item| match item {
+            Ok(b) => {
+                let hints = slot.get().scan(&b.data);
+                Input::Stdin(b, hints)
             }
-        });
+            Err(e) => Input::Failed(e.to_string()),
+        })?;
     }
     drop(tx);
     let telemetry = Arc::new(Telemetry::new());
@@ -1261,27 +1334,24 @@ async fn drive(
                     break;
                 };
                 let arrival = match input {
-                    Input::Stdin(chunk) => {
-                        for l in chunk.lines() {
-                            engine.push_line(&stdin, &l, Some(chunk.arrival), &mut out);
-                            deliver(&d, &mut out).await;
-                        }
-                        chunk.arrival
+                    Input::Stdin(block, hints) => {
+                        engine.push_block(std::slice::from_ref(&stdin), &block, &hints, &mut out);
+                        block.arrival.unwrap_or_else(wall_ns)
                     }
-                    Input::Loki(batch) => {
+                    Input::Failed(e) => {
+                        tracing::error!(error = %e, "Reading the input failed; stopping as at its end.");
+                        wall_ns()
+                    }
+                    Input::Loki { query, cursor: at, newest, block, hints, sources } => {
                         if newest_entry.is_none() {
-                            telemetry.set_source(true, &format!("loki: query {} answering", batch.query));
+                            telemetry.set_source(true, &format!("loki: query {query} answering"));
                         }
-                        for e in &batch.entries {
-                            let mut labels = e.labels.clone();
-                            labels.extend(e.metadata.iter().cloned());
-                            let source = Source { name: e.stream_name(), labels };
-                            engine.push_line_at(&source, &e.line, e.ts, &mut out);
-                            newest_entry = Some(newest_entry.map_or(e.ts, |n| n.max(e.ts)));
-                            deliver(&d, &mut out).await;
+                        engine.push_block(&sources, &block, &hints, &mut out);
+                        if let Some(n) = newest {
+                            newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));
                         }
                         // The cursor moves only after its entries were processed.
-                        cursors.insert(batch.query.clone(), batch.cursor);
+                        cursors.insert(query, at);
                         if let Some(dir) = &a.state_dir {
                             if let Err(e) = cursor::save(dir, &cursors) {
                                 tracing::error!(error = %e, "Cannot save the Loki checkpoint.");
@@ -1289,20 +1359,15 @@ async fn drive(
                         }
                         wall_ns()
                     }
-                    Input::Files(batch) => {
-                        for f in &batch.files {
-                            for l in &f.lines {
-                                engine.push_line(&f.source, l, Some(batch.arrival), &mut out);
-                                deliver(&d, &mut out).await;
-                            }
-                        }
+                    Input::Files { offsets, block, hints, sources } => {
+                        engine.push_block(&sources, &block, &hints, &mut out);
                         // Offsets move only after their lines were processed.
                         if let Some(dir) = &a.state_dir {
-                            if let Err(e) = file::save_checkpoint(dir, &batch.offsets) {
+                            if let Err(e) = file::save_checkpoint(dir, &offsets) {
                                 tracing::error!(error = %e, "Cannot save the file checkpoint.");
                             }
                         }
-                        batch.arrival
+                        block.arrival.unwrap_or_else(wall_ns)
                     }
                 };
                 if let Some(w) = engine.watermark() {

@@ -24,6 +24,12 @@ pub struct Block {
     pub arrival: Option<i64>,
     /// Bytes consumed from the inputs so far, this block included.
     pub consumed: u64,
+    /// Explicit end offsets of the lines, for lines that may hold newlines
+    /// (Loki entries). Empty: lines end at each `\n`.
+    pub ends: Vec<u32>,
+    /// Each line's time from its transport (Loki), in line order. Empty:
+    /// lines carry their own time.
+    pub times: Vec<i64>,
 }
 
 /// One line of a block: its offsets and the input it came from.
@@ -37,20 +43,67 @@ pub struct LineAt<'b> {
     pub end: usize,
     /// Index of the input it came from.
     pub input: usize,
+    /// The line's time from its transport, if any (Loki).
+    pub time: Option<i64>,
 }
 
 impl Block {
+    /// A block of whole lines (which must not hold newlines), each with the
+    /// index of its input.
+    pub fn from_lines<'l>(lines: impl IntoIterator<Item = (usize, &'l str)>) -> Block {
+        let mut b = Block::default();
+        let mut last: Option<usize> = None;
+        for (input, line) in lines {
+            b.close_run(last, input);
+            last = Some(input);
+            b.data.push_str(line);
+            b.data.push('\n');
+        }
+        b.close_run(last, usize::MAX);
+        b
+    }
+
+    /// A block of entries that may hold newlines, each with its input and
+    /// its transport time (Loki).
+    pub fn from_entries<'l>(entries: impl IntoIterator<Item = (usize, &'l str, i64)>) -> Block {
+        let mut b = Block::default();
+        let mut last: Option<usize> = None;
+        for (input, line, time) in entries {
+            b.close_run(last, input);
+            last = Some(input);
+            b.data.push_str(line);
+            b.ends.push(b.data.len() as u32);
+            b.data.push('\n');
+            b.times.push(time);
+        }
+        b.close_run(last, usize::MAX);
+        b
+    }
+
+    /// Ends the current run of lines from `last` if the next is from
+    /// another input.
+    fn close_run(&mut self, last: Option<usize>, next: usize) {
+        if let Some(l) = last.filter(|&l| l != next) {
+            self.runs.push((self.data.len() as u32, l as u32));
+        }
+    }
+
     /// The block's lines, in order.
     pub fn lines(&self) -> impl Iterator<Item = LineAt<'_>> {
         let data = self.data.as_str();
         let mut start = 0;
         let mut run = 0;
+        let mut n = 0;
         std::iter::from_fn(move || {
             if start >= data.len() {
                 return None;
             }
-            let end =
-                memchr::memchr(b'\n', &data.as_bytes()[start..]).map_or(data.len(), |i| start + i);
+            let end = match self.ends.get(n) {
+                Some(&e) => (e as usize).min(data.len()),
+                None if !self.ends.is_empty() => return None,
+                None => memchr::memchr(b'\n', &data.as_bytes()[start..])
+                    .map_or(data.len(), |i| start + i),
+            };
             while self
                 .runs
                 .get(run)
@@ -59,13 +112,20 @@ impl Block {
                 run += 1;
             }
             let input = self.runs.get(run).map_or(0, |&(_, i)| i as usize);
-            let text = data[start..end].trim_end_matches('\r');
+            let text = data.get(start..end).unwrap_or("");
+            let text = if self.ends.is_empty() {
+                text.trim_end_matches('\r')
+            } else {
+                text
+            };
             let line = LineAt {
                 text,
                 start,
                 end,
                 input,
+                time: self.times.get(n).copied(),
             };
+            n += 1;
             start = end + 1;
             Some(line)
         })
@@ -201,9 +261,9 @@ impl<R: Read> BlockSource for ReadBlocks<R> {
         }
         Ok(Some(Block {
             data: to_text(out, &mut self.chunker.stats),
-            runs: Vec::new(),
             arrival,
             consumed: self.consumed,
+            ..Block::default()
         }))
     }
 
@@ -233,18 +293,12 @@ impl BlockSource for MergedBlocks {
             let Some((i, line)) = self.merged.next_indexed()? else {
                 break;
             };
-            if last.is_some_and(|l| l != i) {
-                if let Some(l) = last {
-                    b.runs.push((b.data.len() as u32, l as u32));
-                }
-            }
+            b.close_run(last, i);
             last = Some(i);
             b.data.push_str(line);
             b.data.push('\n');
         }
-        if let Some(l) = last {
-            b.runs.push((b.data.len() as u32, l as u32));
-        }
+        b.close_run(last, usize::MAX);
         b.consumed = self.merged.progress().0;
         Ok((!b.data.is_empty()).then_some(b))
     }
@@ -262,7 +316,7 @@ impl BlockSource for MergedBlocks {
 /// Fails only if the thread cannot be started.
 #[allow(clippy::type_complexity)]
 pub fn spawn<S, T, F>(
-    mut source: S,
+    source: S,
     capacity: usize,
     mut stage: F,
 ) -> io::Result<(
@@ -275,23 +329,37 @@ where
     F: FnMut(Block) -> T + Send + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
-    let handle = std::thread::Builder::new()
+    let handle = spawn_into(source, tx, move |item| item.map(&mut stage))?;
+    Ok((rx, handle))
+}
+
+/// Like [`spawn`], into the caller's channel: `stage` turns each block, or
+/// the read error that ends the input, into the channel's item.
+pub fn spawn_into<S, T, F>(
+    mut source: S,
+    tx: tokio::sync::mpsc::Sender<T>,
+    mut stage: F,
+) -> io::Result<std::thread::JoinHandle<Vec<(String, ReadStats)>>>
+where
+    S: BlockSource + Send + 'static,
+    T: Send + 'static,
+    F: FnMut(Result<Block, ReplayError>) -> T + Send + 'static,
+{
+    std::thread::Builder::new()
         .name("sigwatch-read".into())
         .spawn(move || {
             loop {
-                let item = match source.next_block() {
-                    Ok(Some(b)) => Ok(stage(b)),
+                let (item, last) = match source.next_block() {
+                    Ok(Some(b)) => (stage(Ok(b)), false),
                     Ok(None) => break,
-                    Err(e) => Err(e),
+                    Err(e) => (stage(Err(e)), true),
                 };
-                let failed = item.is_err();
-                if tx.blocking_send(item).is_err() || failed {
+                if tx.blocking_send(item).is_err() || last {
                     break;
                 }
             }
             source.stats()
-        })?;
-    Ok((rx, handle))
+        })
 }
 
 #[cfg(test)]
@@ -307,13 +375,14 @@ mod tests {
         assert_eq!(lines, vec!["one", "", "two \u{fffd}", "last"]);
         assert!(r.next_block().unwrap().is_none());
         assert_eq!(r.stats()[0].1.invalid_utf8, 1);
-        let b = Block {
-            data: "a\nb\nc\n".into(),
-            runs: vec![(2, 1), (6, 0)],
-            ..Block::default()
-        };
+        let b = Block::from_lines([(1, "a"), (0, "b"), (0, "c")]);
+        assert_eq!(b.runs, vec![(2, 1), (6, 0)]);
         let inputs: Vec<(usize, &str)> = b.lines().map(|l| (l.input, l.text)).collect();
         assert_eq!(inputs, vec![(1, "a"), (0, "b"), (0, "c")]);
+        let e = Block::from_entries([(0, "one\ntwo", 5), (2, "three\r", 7)]);
+        let got: Vec<(usize, &str, Option<i64>)> =
+            e.lines().map(|l| (l.input, l.text, l.time)).collect();
+        assert_eq!(got, vec![(0, "one\ntwo", Some(5)), (2, "three\r", Some(7))]);
     }
 
     #[test]
