@@ -50,7 +50,14 @@ pub struct Hints {
     flagged: Vec<u32>,
     /// Field-pattern matches: (offset, pattern), ascending.
     keys: Option<Vec<(u32, u16)>>,
+    /// Which rare needles occur anywhere in the block (see [`RARE`]).
+    rare: u8,
 }
+
+/// Needles whose absence from a block lets the decoder skip a per-line
+/// search: bit 0 an escape byte (ANSI colours), bit 1 a shipper
+/// envelope's `"pod_name"`, bit 2 any `after:` literal of the group keys.
+pub const RARE: u8 = 0b111;
 
 impl Scanner {
     /// A scanner over a literal searcher (the matcher's) and the decoder's
@@ -99,6 +106,17 @@ impl Scanner {
             let mut v = Vec::with_capacity(b.len() / 64);
             keys.search(b, |s, pat| v.push((s as u32, pat as u16)));
             h.keys = Some(v);
+            if keys.after_in(b) {
+                h.rare |= 0b100;
+            }
+        } else {
+            h.rare |= 0b100;
+        }
+        if memchr::memchr(0x1b, b).is_some() {
+            h.rare |= 0b001;
+        }
+        if memchr::memmem::find(b, b"\"pod_name\"").is_some() {
+            h.rare |= 0b010;
         }
         h
     }
@@ -158,6 +176,7 @@ impl<'h> HintCursor<'h> {
             flagged,
             keys,
             base: start as u32,
+            rare: h.rare,
         })
     }
 }

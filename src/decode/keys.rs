@@ -372,12 +372,23 @@ impl KeyIndex {
         spans[slot] = span;
     }
 
+    /// Whether any `after:` literal of the compiled keys occurs in `bytes`.
+    pub fn after_in(&self, bytes: &[u8]) -> bool {
+        self.after_finders.iter().any(|f| f.find(bytes).is_some())
+    }
+
     /// Feeds `h` with everything the compiled keys read from a scanned line
     /// (besides stream labels and sticky values): the raw value of each
     /// field path, the nested value of each dotted path, the token after
-    /// each `after:` literal. Lines that feed the same bytes resolve every
-    /// key alike.
-    pub fn digest(&self, text: &str, spans: &[Option<Span>], h: &mut impl std::hash::Hasher) {
+    /// each `after:` literal (unless `afters` is false: none occurs). Lines
+    /// that feed the same bytes resolve every key alike.
+    pub fn digest(
+        &self,
+        text: &str,
+        spans: &[Option<Span>],
+        afters: bool,
+        h: &mut impl std::hash::Hasher,
+    ) {
         let b = text.as_bytes();
         for (i, (slot, rest, whole)) in self.digest_paths.iter().enumerate() {
             let Some(sp) = spans.get(*slot).copied().flatten() else {
@@ -396,6 +407,9 @@ impl KeyIndex {
             }
         }
         for (i, f) in self.after_finders.iter().enumerate() {
+            if !afters {
+                break;
+            }
             if let Some(at) = f.find(b) {
                 h.write_usize(usize::MAX - i);
                 let lit = std::str::from_utf8(f.needle()).unwrap_or("");

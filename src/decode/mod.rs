@@ -176,6 +176,9 @@ pub struct LineHint<'h> {
     pub keys: Option<&'h [(u32, u16)]>,
     /// Offset of the line's start in the block (`keys` are block offsets).
     pub base: u32,
+    /// Rare needles present in the block ([`crate::scan::RARE`] bits);
+    /// an absent one needs no per-line search.
+    pub rare: u8,
 }
 
 /// Longest pretty-printed JSON object reassembled, in lines.
@@ -368,6 +371,8 @@ pub struct Decoder {
     small_in_index: Vec<usize>,
     /// Whether `spans` holds the full scan of the current line.
     full_scanned: bool,
+    /// Whether an `after:` literal may occur in the current line.
+    afters_possible: bool,
     /// Event time imposed by the transport for the current line.
     forced_time: Option<i64>,
     /// Spans of the fields found on the last prepared line.
@@ -407,6 +412,7 @@ impl Decoder {
             small_time_slots: Vec::new(),
             small_in_index: Vec::new(),
             full_scanned: false,
+            afters_possible: true,
             forced_time: None,
             spans: Vec::new(),
             time_slots: Vec::new(),
@@ -509,7 +515,8 @@ impl Decoder {
             h.write_u64(st.uid);
             h.write_u64(st.sticky_version);
         }
-        self.index.digest(&p.text, &self.spans, &mut h);
+        self.index
+            .digest(&p.text, &self.spans, self.afters_possible, &mut h);
         h.finish()
     }
 
@@ -576,13 +583,16 @@ impl Decoder {
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         // Outer prefix first: kubectl --prefix, then stern (after removing
         // the colour codes stern adds).
+        let rare = hint.map_or(u8::MAX, |h| h.rare);
+        self.afters_possible = rare & 0b100 != 0;
         let kube = wrapper::kubectl_prefix(raw);
-        let ansi: Option<String> = match (&kube, memchr::memchr(0x1b, raw.as_bytes())) {
-            (None, Some(_)) => match wrapper::strip_ansi(raw) {
+        let ansi: Option<String> = if kube.is_none() && rare & 0b001 != 0 {
+            match wrapper::strip_ansi(raw) {
                 Cow::Owned(o) => Some(o),
                 Cow::Borrowed(_) => None,
-            },
-            _ => None,
+            }
+        } else {
+            None
         };
         let base: &str = ansi.as_deref().unwrap_or(raw);
         let (prefix, rest_str) = match kube {
@@ -596,7 +606,10 @@ impl Decoder {
             self.stats.formats.prefixed += 1;
         }
         // Without a prefix, a shipper's envelope may name the pod.
-        let prefix = prefix.or_else(|| envelope_pod(rest_str).map(StreamPrefix::Owned));
+        let prefix = match prefix {
+            None if rare & 0b010 != 0 => envelope_pod(rest_str).map(StreamPrefix::Owned),
+            p => p,
+        };
         let rest: Cow<'a, str> = match &ansi {
             Some(_) => Cow::Owned(rest_str.to_string()),
             None => Cow::Borrowed(&raw[raw.len() - rest_str.len()..]),
@@ -761,6 +774,7 @@ impl Decoder {
     pub fn prepare_queued(&mut self, arrival: Option<i64>) -> Option<Prepared<'static>> {
         let (sid, text) = self.queued.pop_front()?;
         self.full_scanned = false;
+        self.afters_possible = true;
         let time = self.update_stream(sid, &text, None, arrival);
         Some(Prepared {
             text: Cow::Owned(text),
