@@ -159,6 +159,8 @@ pub enum Fate {
 #[derive(Default)]
 pub struct Alerts {
     map: HashMap<(usize, String), Tracked>,
+    /// Alerts tracked per rule index, so a tick skips rules with none.
+    per_rule: Vec<usize>,
     stats: AlertStats,
 }
 
@@ -171,6 +173,22 @@ impl Alerts {
     /// Counters.
     pub fn stats(&self) -> &AlertStats {
         &self.stats
+    }
+
+    fn count(&mut self, ri: usize, delta: isize) {
+        if self.per_rule.len() <= ri {
+            self.per_rule.resize(ri + 1, 0);
+        }
+        self.per_rule[ri] = self.per_rule[ri].saturating_add_signed(delta);
+    }
+
+    fn per_rule_add(&mut self, ri: usize) {
+        self.count(ri, 1);
+    }
+
+    /// Alerts (pending or firing) tracked for rule `ri`.
+    pub fn tracked(&self, ri: usize) -> usize {
+        self.per_rule.get(ri).copied().unwrap_or(0)
     }
 
     /// Number of alerts currently firing.
@@ -194,6 +212,9 @@ impl Alerts {
         for s in statuses {
             let id = (ri, s.key.clone());
             if s.active {
+                if !self.map.contains_key(&id) {
+                    self.per_rule_add(ri);
+                }
                 let t = self.map.entry(id).or_insert_with(|| Tracked {
                     phase: Phase::Pending { since: s.since },
                     inactive_since: None,
@@ -250,6 +271,7 @@ impl Alerts {
                 match t.phase {
                     Phase::Pending { .. } => {
                         self.map.remove(&id);
+                        self.count(ri, -1);
                         self.stats.pending_dropped += 1;
                     }
                     Phase::Firing { .. } => {
@@ -278,12 +300,12 @@ impl Alerts {
         now: i64,
         out: &mut Vec<Notification>,
     ) {
-        if rule.resolve_on.is_some() {
+        if rule.resolve_on.is_some() || self.tracked(ri) == 0 {
             return;
         }
         // Past max_groups alerts (a flood of distinct groups), alerts of
         // evicted groups resolve at once: the alert map stays bounded too.
-        let over = self.map.keys().filter(|(r, _)| *r == ri).count() > rule.max_groups;
+        let over = self.tracked(ri) > rule.max_groups;
         for ((r, key), t) in self.map.iter_mut() {
             let firing = matches!(t.phase, Phase::Firing { .. });
             if *r == ri && firing && t.adopted.is_none() && !det.tracks(key) {
@@ -346,6 +368,9 @@ impl Alerts {
     /// seen again it goes on as usual; if not within [`adoption_grace`], it
     /// resolves (and that is notified).
     pub fn adopt(&mut self, ri: usize, key: &str, starts_at: i64, notified_at: i64) {
+        if !self.map.contains_key(&(ri, key.to_string())) {
+            self.per_rule_add(ri);
+        }
         self.map.insert(
             (ri, key.to_string()),
             Tracked {
@@ -408,6 +433,11 @@ impl Alerts {
                 },
             }
         }
+        self.per_rule.clear();
+        let rules: Vec<usize> = self.map.keys().map(|(r, _)| *r).collect();
+        for r in rules {
+            self.per_rule_add(r);
+        }
         gone.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         for (ri, key, starts_at, at, evidence) in gone {
             let Some(rule) = old_rules.get(ri) else {
@@ -436,7 +466,11 @@ impl Alerts {
         now: i64,
         out: &mut Vec<Notification>,
     ) -> bool {
-        match self.map.remove(&(ri, key.to_string())) {
+        let removed = self.map.remove(&(ri, key.to_string()));
+        if removed.is_some() {
+            self.count(ri, -1);
+        }
+        match removed {
             Some(Tracked {
                 phase: Phase::Firing { starts_at, .. },
                 evidence,

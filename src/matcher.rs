@@ -19,6 +19,206 @@ use std::collections::HashMap;
 /// Largest literal set compiled as a DFA (beyond it, a contiguous NFA).
 pub const DFA_MAX_PATTERNS: usize = 5_000;
 
+/// Most patterns the SIMD (Teddy) searcher takes; larger literal sets are
+/// searched through a covering set of anchors of at most this size.
+pub const TEDDY_MAX_PATTERNS: usize = 64;
+
+/// The block scan's search for lines where a literal may occur.
+#[derive(Clone)]
+pub enum LiteralSearch {
+    /// Every pattern in one automaton (the SIMD searcher for small sets).
+    Whole(AhoCorasick),
+    /// A set too large for the SIMD searcher: searched through anchors.
+    Anchors(std::sync::Arc<AnchorSearch>),
+}
+
+impl std::fmt::Debug for LiteralSearch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LiteralSearch::Whole(_) => f.write_str("LiteralSearch::Whole"),
+            LiteralSearch::Anchors(a) => write!(f, "LiteralSearch::Anchors({:?})", a.anchors()),
+        }
+    }
+}
+
+impl LiteralSearch {
+    /// Start of the first possible literal in `hay[at..]`.
+    pub fn find(&self, hay: &[u8], at: usize) -> Option<usize> {
+        match self {
+            LiteralSearch::Whole(ac) => whole_find(ac, hay, at),
+            LiteralSearch::Anchors(a) => a.find(hay, at),
+        }
+    }
+}
+
+fn whole_find(ac: &AhoCorasick, hay: &[u8], at: usize) -> Option<usize> {
+    ac.find(aho_corasick::Input::new(hay).span(at..hay.len()))
+        .map(|m| m.start())
+}
+
+/// The search for a literal set too large for the SIMD searcher: a small
+/// set of anchors (substrings) such that every pattern contains one, found
+/// with the SIMD searcher. A line with an anchor may hold a literal and gets
+/// the exact per-line scan; a line without any anchor holds none. Anchors
+/// are chosen on the first sizeable block of input, to be rare in it (see
+/// [`cover_anchors`]); until then, and when no cover fits, the whole
+/// automaton is used. The choice changes speed, never results.
+pub struct AnchorSearch {
+    patterns: Vec<String>,
+    whole: AhoCorasick,
+    chosen: std::sync::OnceLock<Option<(Vec<String>, aho_corasick::packed::Searcher)>>,
+}
+
+/// The smallest block anchors are chosen on (64 KiB).
+pub const ANCHOR_SAMPLE_BYTES: usize = 1 << 16;
+
+impl AnchorSearch {
+    fn new(patterns: Vec<String>, whole: AhoCorasick) -> AnchorSearch {
+        AnchorSearch {
+            patterns,
+            whole,
+            chosen: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The anchors in use, once chosen.
+    pub fn anchors(&self) -> Option<&[String]> {
+        self.chosen
+            .get()
+            .and_then(|c| c.as_ref())
+            .map(|(a, _)| a.as_slice())
+    }
+
+    fn find(&self, hay: &[u8], at: usize) -> Option<usize> {
+        let chosen = match self.chosen.get() {
+            Some(c) => c,
+            None if hay.len() >= ANCHOR_SAMPLE_BYTES => self.chosen.get_or_init(|| {
+                let anchors = cover_anchors(&self.patterns, TEDDY_MAX_PATTERNS, hay)?;
+                let searcher = aho_corasick::packed::Config::new()
+                    .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
+                    .builder()
+                    .extend(&anchors)
+                    .build()?;
+                tracing::debug!(anchors = ?anchors, "Literal anchors chosen for the block scan.");
+                Some((anchors, searcher))
+            }),
+            None => return whole_find(&self.whole, hay, at),
+        };
+        match chosen {
+            Some((_, p)) => p
+                .find_in(hay, aho_corasick::Span::from(at..hay.len()))
+                .map(|m| m.start()),
+            None => whole_find(&self.whole, hay, at),
+        }
+    }
+}
+
+/// Chooses at most `max` anchors such that every pattern contains one:
+/// substrings of 4 to 10 bytes (a shorter pattern is its own anchor). A
+/// greedy set cover weighted by how often each anchor occurs in `sample`
+/// (estimated from its rarest 4-byte window): at each step the anchor with
+/// the most still-uncovered patterns per occurrence, then the longest.
+/// Scores only fall as patterns get covered, so a heap re-scores lazily
+/// only the anchor on top. None when `max` do not suffice.
+pub fn cover_anchors(patterns: &[String], max: usize, sample: &[u8]) -> Option<Vec<String>> {
+    use std::collections::{BinaryHeap, HashMap};
+    let n = patterns.len();
+    let words = n.div_ceil(64);
+    let mut cands: HashMap<&str, Vec<u64>> = HashMap::new();
+    for (i, p) in patterns.iter().enumerate() {
+        let lens = if p.len() < 4 {
+            p.len()..=p.len()
+        } else {
+            4..=p.len().min(10)
+        };
+        for l in lens {
+            for s in 0..=p.len() - l {
+                let Some(w) = p.get(s..s + l) else { continue };
+                let bits = cands.entry(w).or_insert_with(|| vec![0; words]);
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+    }
+    // Occurrences in the sample of every 4-byte window.
+    let sample = &sample[..sample.len().min(ANCHOR_SAMPLE_BYTES)];
+    let mut grams: HashMap<u32, u32> = HashMap::new();
+    for w in sample.windows(4) {
+        let k = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        *grams.entry(k).or_insert(0) += 1;
+    }
+    let seen = |k: &str| -> u64 {
+        let b = k.as_bytes();
+        if b.len() < 4 {
+            return memchr::memmem::find_iter(sample, b).count() as u64;
+        }
+        b.windows(4)
+            .map(|w| {
+                let g = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                grams.get(&g).copied().unwrap_or(0)
+            })
+            .min()
+            .map_or(0, u64::from)
+    };
+    let mut uncovered = vec![u64::MAX; words];
+    if n % 64 != 0 {
+        uncovered[words - 1] = (1u64 << (n % 64)) - 1;
+    }
+    let covered = |bits: &[u64], uncovered: &[u64]| -> u64 {
+        bits.iter()
+            .zip(uncovered)
+            .map(|(a, u)| u64::from((a & u).count_ones()))
+            .sum()
+    };
+    // (score, length, reversed text for a deterministic order, text).
+    #[derive(PartialEq)]
+    struct Entry<'a>(f64, usize, std::cmp::Reverse<&'a str>);
+    impl Eq for Entry<'_> {}
+    impl PartialOrd for Entry<'_> {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Entry<'_> {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            self.0
+                .total_cmp(&o.0)
+                .then(self.1.cmp(&o.1))
+                .then(self.2.cmp(&o.2))
+        }
+    }
+    let seen_of: HashMap<&str, f64> = cands.keys().map(|k| (*k, 1.0 + seen(k) as f64)).collect();
+    let mut heap: BinaryHeap<Entry<'_>> = cands
+        .iter()
+        .map(|(k, bits)| {
+            Entry(
+                covered(bits, &uncovered) as f64 / seen_of[k],
+                k.len(),
+                std::cmp::Reverse(*k),
+            )
+        })
+        .collect();
+    let mut anchors = Vec::new();
+    while uncovered.iter().any(|w| *w != 0) {
+        let Entry(score, len, std::cmp::Reverse(k)) = heap.pop()?;
+        let now = covered(&cands[k], &uncovered) as f64 / seen_of[k];
+        if now <= 0.0 {
+            continue;
+        }
+        if now < score {
+            heap.push(Entry(now, len, std::cmp::Reverse(k)));
+            continue;
+        }
+        if anchors.len() == max {
+            return None;
+        }
+        for (u, a) in uncovered.iter_mut().zip(&cands[k]) {
+            *u &= !a;
+        }
+        anchors.push(k.to_string());
+    }
+    Some(anchors)
+}
+
 /// Errors building the matcher.
 #[derive(Debug, thiserror::Error)]
 pub enum MatcherError {
@@ -39,6 +239,8 @@ struct CondPlan {
 /// The compiled matcher.
 pub struct Matcher {
     prefilter: Option<AhoCorasick>,
+    /// The block scan's search (the prefilter, or anchors for large sets).
+    block_search: Option<LiteralSearch>,
     exact: Option<AhoCorasick>,
     /// Pattern index → literal id.
     pattern_literal: Vec<usize>,
@@ -179,8 +381,16 @@ impl Matcher {
                 ),
             )
         };
+        let block_search = match &prefilter {
+            Some(ac) if patterns.len() > TEDDY_MAX_PATTERNS => Some(LiteralSearch::Anchors(
+                std::sync::Arc::new(AnchorSearch::new(patterns.clone(), ac.clone())),
+            )),
+            Some(ac) => Some(LiteralSearch::Whole(ac.clone())),
+            None => None,
+        };
         Ok(Matcher {
             prefilter,
+            block_search,
             exact,
             pattern_literal,
             literal_conds,
@@ -191,10 +401,10 @@ impl Matcher {
         })
     }
 
-    /// The "any literal here?" searcher, for the block scan (cheap to clone:
-    /// the automaton is shared).
-    pub fn literal_searcher(&self) -> Option<AhoCorasick> {
-        self.prefilter.clone()
+    /// The block scan's search for lines where a literal may occur (cheap
+    /// to clone: automata are shared).
+    pub fn literal_searcher(&self) -> Option<LiteralSearch> {
+        self.block_search.clone()
     }
 
     /// Whether some condition has no literal, so every line is a candidate

@@ -14,7 +14,7 @@
 
 use crate::decode::keys::KeyIndex;
 use crate::decode::LineHint;
-use aho_corasick::{AhoCorasick, Input};
+use crate::matcher::LiteralSearch;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +26,7 @@ pub struct Scanner {
     generation: u64,
     /// Finds any literal (None: no literals, no line can be a candidate
     /// unless `every_line`).
-    literals: Option<AhoCorasick>,
+    literals: Option<LiteralSearch>,
     /// Some condition has no literal: every line is a candidate.
     every_line: bool,
     /// The decoder's field scanner, when a block-wide search is exact.
@@ -62,7 +62,7 @@ pub const RARE: u8 = 0b111;
 impl Scanner {
     /// A scanner over a literal searcher (the matcher's) and the decoder's
     /// field scanner.
-    pub fn new(literals: Option<AhoCorasick>, every_line: bool, keys: Arc<KeyIndex>) -> Scanner {
+    pub fn new(literals: Option<LiteralSearch>, every_line: bool, keys: Arc<KeyIndex>) -> Scanner {
         Scanner {
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             literals,
@@ -92,13 +92,12 @@ impl Scanner {
             if let Some(ac) = &self.literals {
                 let mut pos = 0;
                 while pos < b.len() {
-                    let Some(m) = ac.find(Input::new(b).span(pos..b.len())) else {
+                    let Some(m) = ac.find(b, pos) else {
                         break;
                     };
-                    let start = memchr::memrchr(b'\n', &b[..m.start()]).map_or(0, |i| i + 1);
+                    let start = memchr::memrchr(b'\n', &b[..m]).map_or(0, |i| i + 1);
                     h.flagged.push(start as u32);
-                    pos = memchr::memchr(b'\n', &b[m.start()..])
-                        .map_or(b.len(), |i| m.start() + i + 1);
+                    pos = memchr::memchr(b'\n', &b[m..]).map_or(b.len(), |i| m + i + 1);
                 }
             }
         }
@@ -126,6 +125,11 @@ impl Hints {
     /// Hints that say nothing (every line is scanned on its own).
     pub fn none() -> Hints {
         Hints::default()
+    }
+
+    /// Number of lines flagged as holding a literal (or a part of one).
+    pub fn flagged_lines(&self) -> usize {
+        self.flagged.len()
     }
 
     /// A cursor that hands out each line's hint, lines in order.
