@@ -694,6 +694,85 @@ fn seen(v: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn anchors_cover_every_pattern_and_avoid_what_the_sample_is_full_of() {
+        let words = ["quota", "shard", "lease", "vault", "queue", "tenant"];
+        let mut pats: Vec<String> = (0..200)
+            .map(|i| format!("{} failed for {} {i}", words[i % 6], words[(i / 6) % 6]))
+            .collect();
+        pats.push("ok".into());
+        // "failed for" is everywhere in the sample: a poor anchor.
+        let sample = "request failed for user 42, retrying\n".repeat(2000);
+        let anchors = super::cover_anchors(&pats, 64, sample.as_bytes()).unwrap();
+        for p in &pats {
+            assert!(
+                anchors.iter().any(|a| p.contains(a.as_str())),
+                "{p} uncovered by {anchors:?}"
+            );
+        }
+        assert!(anchors.len() <= 12, "{anchors:?}");
+        // None of them occurs in the sample, though "failed for" would
+        // have covered every pattern at once.
+        assert!(
+            anchors.iter().all(|a| !sample.contains(a.as_str())),
+            "{anchors:?}"
+        );
+        assert!(
+            anchors.contains(&"ok".to_string()),
+            "a short pattern is its own anchor"
+        );
+        // Too few anchors allowed: no cover, and the caller keeps the whole set.
+        assert_eq!(super::cover_anchors(&pats, 3, sample.as_bytes()), None);
+    }
+
+    #[test]
+    fn a_large_literal_set_flags_the_same_lines_after_its_anchors_are_chosen() {
+        let mut rules = String::from("rules:\n");
+        for i in 0..150 {
+            rules.push_str(&format!(
+                "  - id: r{i}\n    title: t\n    severity: info\n    match: {{contains: [\"disk {i} of shelf {} is gone\"]}}\n    detect: {{count: {{window: 1m}}}}\n",
+                i % 7
+            ));
+        }
+        let set = crate::rules::compile(&[("r.yaml".into(), rules)]).unwrap();
+        let m = Matcher::new(&set).unwrap();
+        let search = m.literal_searcher().unwrap();
+        assert!(matches!(search, super::LiteralSearch::Anchors(_)));
+        let mut block = String::new();
+        for i in 0..4000 {
+            if i % 97 == 0 {
+                block.push_str(&format!(
+                    "ts=1 msg=\"disk {} of shelf {} is gone\"\n",
+                    i % 150,
+                    (i % 150) % 7
+                ));
+            } else {
+                block.push_str("ts=1 msg=\"disk usage of shelf 3 is fine\" level=info\n");
+            }
+        }
+        let flagged = |s: &super::LiteralSearch| {
+            let b = block.as_bytes();
+            let mut n = 0;
+            let mut pos = 0;
+            while let Some(at) = s.find(b, pos) {
+                n += 1;
+                pos = at + memchr::memchr(b'\n', &b[at..]).unwrap_or(b.len() - at) + 1;
+            }
+            n
+        };
+        // The first call chooses anchors on the block (it is large enough).
+        assert_eq!(flagged(&search), 42);
+        let super::LiteralSearch::Anchors(a) = &search else {
+            unreachable!()
+        };
+        assert!(a.anchors().is_some_and(|x| x.len() <= 64));
+        assert_eq!(
+            flagged(&search),
+            42,
+            "every hit line, and the near-misses are not flagged"
+        );
+    }
+
     use super::*;
     use crate::decode::{Decoder, Source};
     use crate::rules::compile;

@@ -161,10 +161,12 @@ impl<'h> HintCursor<'h> {
         {
             self.flagged += 1;
         }
+        // A line holding newlines (a Loki entry) is flagged by any of its
+        // parts.
         let flagged = h
             .flagged
             .get(self.flagged)
-            .is_some_and(|&f| f as usize == start);
+            .is_some_and(|&f| (f as usize) < end.max(start + 1));
         let keys = h.keys.as_deref().map(|k| {
             while k.get(self.keys).is_some_and(|&(p, _)| (p as usize) < start) {
                 self.keys += 1;

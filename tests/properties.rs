@@ -100,4 +100,54 @@ proptest! {
         let _ = sigwatch::source::loki::tail::parse_frame(&body);
         let _ = sigwatch::source::loki::may_match_loki_itself(&body);
     }
+
+    #[test]
+    fn blocks_and_lines_agree_whatever_the_lines(lines in prop::collection::vec(loggy(), 1..40), cut in 1usize..8) {
+        // Same notifications and counters, line by line or in blocks with
+        // the block scan's hints (any bytes; newlines inside become lines).
+        let flat: Vec<String> = lines.iter().flat_map(|l| l.split('\n').map(str::to_string)).collect();
+        let by_line = {
+            let mut e = sigwatch::Engine::new(RULES.clone(), sigwatch::Options::default()).unwrap();
+            let mut out = Vec::new();
+            for l in &flat {
+                e.push_line(&Source::named("s"), l, None, &mut out);
+            }
+            e.finish(&mut out);
+            (serde_json::to_string(&out).unwrap(), serde_json::to_string(&e.stats()).unwrap())
+        };
+        let by_block = {
+            let mut e = sigwatch::Engine::new(RULES.clone(), sigwatch::Options::default()).unwrap();
+            let scanner = e.scanner().get();
+            let mut out = Vec::new();
+            for chunk in flat.chunks(cut) {
+                let b = sigwatch::source::block::Block::from_lines(chunk.iter().map(|l| (0, l.as_str())));
+                let h = scanner.scan(&b.data);
+                e.push_block(&[Source::named("s")], &b, &h, &mut out);
+            }
+            e.finish(&mut out);
+            (serde_json::to_string(&out).unwrap(), serde_json::to_string(&e.stats()).unwrap())
+        };
+        prop_assert_eq!(by_block, by_line);
+    }
+
+    #[test]
+    fn field_hints_give_the_spans_of_a_per_line_scan(lines in prop::collection::vec(loggy(), 1..20)) {
+        let d = Decoder::with_group_keys(&KeyConfig::default(), false, &["node".into(), "pod".into(), "upstream".into()]);
+        let ix = d.key_index();
+        let block: String = lines.iter().map(|l| format!("{}\n", l.replace('\n', " "))).collect();
+        let mut hits = Vec::new();
+        ix.search(block.as_bytes(), |s, p| hits.push((s, p)));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut start = 0;
+        for line in block.split_inclusive('\n') {
+            let text = &line[..line.len() - 1];
+            let end = start + text.len();
+            ix.scan(text, &mut a);
+            ix.fill(text, hits.iter().filter(|(s, _)| *s >= start && *s < end).map(|(s, p)| (s - start, *p)), &mut b);
+            let va: Vec<_> = a.iter().map(|s| s.and_then(|s| s.value(text).map(|v| v.into_owned()))).collect();
+            let vb: Vec<_> = b.iter().map(|s| s.and_then(|s| s.value(text).map(|v| v.into_owned()))).collect();
+            prop_assert_eq!(va, vb, "{}", text);
+            start += line.len();
+        }
+    }
 }

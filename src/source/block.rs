@@ -400,6 +400,35 @@ mod tests {
         assert_eq!(r.stats()[0].1.truncated, u64::from(3 * BLOCK_BYTES > max));
     }
 
+    /// Endless input that counts the blocks it produced.
+    struct Endless(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl BlockSource for Endless {
+        fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Some(Block::from_lines([(0, "x")])))
+        }
+        fn stats(&self) -> Vec<(String, ReadStats)> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_slow_consumer_holds_the_reader_back() {
+        let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (mut rx, h) = spawn(Endless(made.clone()), 2, |b| b).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Two in the channel, one waiting to be sent, one being read.
+        let ahead = made.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(ahead <= 4, "the reader ran {ahead} blocks ahead");
+        for _ in 0..10 {
+            assert!(rx.blocking_recv().is_some());
+        }
+        drop(rx);
+        // The reader stops once nobody listens.
+        assert!(h.join().is_ok());
+    }
+
     #[test]
     fn a_reader_thread_sends_bounded_blocks_in_order() {
         let text: String = (0..100_000).map(|i| format!("line {i}\n")).collect();

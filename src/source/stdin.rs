@@ -1,4 +1,6 @@
-//! Line reading from stdin or files, for `run` and `replay`.
+//! Line framing: bounded lines from any reader (for `explain` and merged
+//! replays) and the [`Chunker`] that cuts byte streams into complete lines
+//! (for blocks, see [`super::block`]).
 
 use std::io::{self, BufRead};
 
@@ -80,28 +82,6 @@ impl<R: BufRead> LineReader<R> {
             return Ok(Some(&self.repaired));
         }
         Ok(std::str::from_utf8(&self.buf).ok())
-    }
-}
-
-/// Complete lines read in one go, with the wall time they arrived.
-#[derive(Debug)]
-pub struct Chunk {
-    /// Lines, each ending in `\n`.
-    pub data: Vec<u8>,
-    /// Arrival wall time (ns).
-    pub arrival: i64,
-}
-
-impl Chunk {
-    /// The lines without their newlines; invalid UTF-8 is replaced.
-    pub fn lines(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
-        let mut start = 0;
-        memchr::memchr_iter(b'\n', &self.data).filter_map(move |nl| {
-            let l = &self.data[start..nl];
-            start = nl + 1;
-            let l = l.strip_suffix(b"\r").unwrap_or(l);
-            (!l.is_empty()).then(|| String::from_utf8_lossy(l))
-        })
     }
 }
 
@@ -217,57 +197,6 @@ impl Chunker {
     }
 }
 
-/// Reads stdin on its own thread (reading blocks) into a bounded channel of
-/// chunks of complete lines. Each read's complete lines go out at once, so a
-/// lone line on an idle pipe is not held back; when detection falls behind,
-/// the full channel pushes back on the pipe instead of buffering without
-/// bound.
-pub fn spawn_reader(capacity: usize) -> tokio::sync::mpsc::Receiver<Chunk> {
-    use std::io::Read;
-    let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
-    std::thread::spawn(move || {
-        let mut stdin = io::stdin().lock();
-        let mut buf = vec![0u8; 1 << 18];
-        let mut chunker = Chunker::default();
-        loop {
-            let n = match stdin.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::error!(error = %e, "Reading stdin failed.");
-                    break;
-                }
-            };
-            let data = chunker.push(&buf[..n]);
-            if !data.is_empty()
-                && tx
-                    .blocking_send(Chunk {
-                        data,
-                        arrival: super::wall_ns(),
-                    })
-                    .is_err()
-            {
-                return;
-            }
-        }
-        let data = chunker.finish();
-        if !data.is_empty() {
-            let _ = tx.blocking_send(Chunk {
-                data,
-                arrival: super::wall_ns(),
-            });
-        }
-        if chunker.stats.truncated > 0 {
-            tracing::warn!(
-                truncated = chunker.stats.truncated,
-                "Some stdin lines were cut."
-            );
-        }
-    });
-    rx
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,12 +213,6 @@ mod tests {
         assert_eq!(c.push(b"tail of the long line\ne\n"), b"e\n");
         assert_eq!(c.finish(), b"");
         assert_eq!(c.stats.truncated, 1);
-        let chunk = Chunk {
-            data: b"one\r\nbad \xff\n".to_vec(),
-            arrival: 0,
-        };
-        let lines: Vec<String> = chunk.lines().map(|l| l.into_owned()).collect();
-        assert_eq!(lines, vec!["one".to_string(), "bad \u{fffd}".to_string()]);
     }
 
     #[test]
