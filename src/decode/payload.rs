@@ -781,8 +781,8 @@ pub fn header_time(t: &str, reference: Option<i64>) -> Option<i64> {
     let b = t.as_bytes();
     let first = *b.first()?;
     if b.len() >= 20 && first.is_ascii_digit() && b[4] == b'-' {
-        let ts = t.split(['\t', ' ']).next().unwrap_or("");
-        return parse_rfc3339(ts);
+        let end = memchr::memchr2(b'\t', b' ', b).unwrap_or(b.len());
+        return parse_rfc3339(&t[..end]);
     }
     if first.is_ascii_uppercase() {
         return syslog_time(t, reference).or_else(|| klog_time(t, reference));

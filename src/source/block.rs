@@ -24,9 +24,14 @@ pub struct Block {
     pub arrival: Option<i64>,
     /// Bytes consumed from the inputs so far, this block included.
     pub consumed: u64,
-    /// Explicit end offsets of the lines, for lines that may hold newlines
-    /// (Loki entries). Empty: lines end at each `\n`.
+    /// End offsets of the lines (their newlines), when known: found in one
+    /// pass on the reader's thread ([`Block::index_lines`]), or given for
+    /// lines that may hold newlines (Loki entries). Empty: lines end at
+    /// each `\n`, found as they are read.
     pub ends: Vec<u32>,
+    /// Lines are whole entries that may hold newlines and carriage returns
+    /// of their own (Loki): nothing is trimmed.
+    pub entries: bool,
     /// Each line's time from its transport (Loki), in line order. Empty:
     /// lines carry their own time.
     pub times: Vec<i64>,
@@ -66,7 +71,10 @@ impl Block {
     /// A block of entries that may hold newlines, each with its input and
     /// its transport time (Loki).
     pub fn from_entries<'l>(entries: impl IntoIterator<Item = (usize, &'l str, i64)>) -> Block {
-        let mut b = Block::default();
+        let mut b = Block {
+            entries: true,
+            ..Block::default()
+        };
         let mut last: Option<usize> = None;
         for (input, line, time) in entries {
             b.close_run(last, input);
@@ -78,6 +86,20 @@ impl Block {
         }
         b.close_run(last, usize::MAX);
         b
+    }
+
+    /// Finds every line end in one pass (cheaper than a search per line;
+    /// done on the reader's thread). Blocks of entries keep theirs.
+    pub fn index_lines(&mut self) {
+        if self.entries || u32::try_from(self.data.len()).is_err() {
+            return;
+        }
+        self.ends.clear();
+        self.ends
+            .extend(memchr::memchr_iter(b'\n', self.data.as_bytes()).map(|i| i as u32));
+        if !self.data.ends_with('\n') && !self.data.is_empty() {
+            self.ends.push(self.data.len() as u32);
+        }
     }
 
     /// Ends the current run of lines from `last` if the next is from
@@ -113,10 +135,10 @@ impl Block {
             }
             let input = self.runs.get(run).map_or(0, |&(_, i)| i as usize);
             let text = data.get(start..end).unwrap_or("");
-            let text = if self.ends.is_empty() {
-                text.trim_end_matches('\r')
-            } else {
+            let text = if self.entries {
                 text
+            } else {
+                text.trim_end_matches('\r')
             };
             let line = LineAt {
                 text,
@@ -259,12 +281,14 @@ impl<R: Read> BlockSource for ReadBlocks<R> {
         if out.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Block {
+        let mut block = Block {
             data: to_text(out, &mut self.chunker.stats),
             arrival,
             consumed: self.consumed,
             ..Block::default()
-        }))
+        };
+        block.index_lines();
+        Ok(Some(block))
     }
 
     fn stats(&self) -> Vec<(String, ReadStats)> {
@@ -300,6 +324,7 @@ impl BlockSource for MergedBlocks {
         }
         b.close_run(last, usize::MAX);
         b.consumed = self.merged.progress().0;
+        b.index_lines();
         Ok((!b.data.is_empty()).then_some(b))
     }
 
