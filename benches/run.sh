@@ -135,6 +135,6 @@ if [ -n "${PROFILE:-}" ] && command -v perf >/dev/null 2>&1; then
   for t in sigwatch sigwatch-read; do
     echo "  thread $t:"
     perf report -i "$DIR/perf.data" --no-children --comm "$t" --sort symbol 2>/dev/null \
-      | grep -E '^ +[0-9]' | head -12 | sed -E 's/ +- +- *$//; s/^/    /' | cut -c1-130
+      | awk '/^ +[0-9]/ && n < 12 { n++; print }' | sed -E 's/ +- +- *$//; s/^/    /' | cut -c1-130
   done
 fi

@@ -178,9 +178,9 @@ pub fn sniff(text: &str) -> &'static str {
             return "golog";
         }
     }
-    let first = t.split(' ').next().unwrap_or("");
-    if let Some((k, _)) = first.split_once('=') {
-        if logfmt_key(k) && t[first.len()..].contains('=') {
+    let first = memchr::memchr(b' ', b).unwrap_or(b.len());
+    if let Some(eq) = memchr::memchr(b'=', &b[..first]) {
+        if logfmt_key(&t[..eq]) && memchr::memchr(b'=', &b[first..]).is_some() {
             return "logfmt";
         }
     }

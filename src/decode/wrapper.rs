@@ -109,11 +109,15 @@ pub fn stern_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
     {
         return None;
     }
-    let mut it = line.splitn(4, ' ');
-    let a = it.next()?;
-    let b = it.next()?;
-    let c = it.next()?;
-    let rest3 = it.next();
+    // The first three space-separated tokens and what follows them.
+    let bytes = line.as_bytes();
+    let sp2 = memchr::memchr(b' ', &bytes[sp + 1..]).map(|i| sp + 1 + i)?;
+    let a = &line[..sp];
+    let b = &line[sp + 1..sp2];
+    let (c, rest3) = match memchr::memchr(b' ', &bytes[sp2 + 1..]) {
+        Some(i) => (&line[sp2 + 1..sp2 + 1 + i], Some(&line[sp2 + 2 + i..])),
+        None => (&line[sp2 + 1..], None),
+    };
     if looks_like_pod(a) && is_dns_label(b) {
         let rest = &line[a.len() + b.len() + 2..];
         return Some((
