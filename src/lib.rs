@@ -6,6 +6,13 @@
 //! into one synchronous, deterministic state machine: it is fed lines (and,
 //! when live, clock ticks) and returns notifications. The binary adds the
 //! sources and the delivery around it.
+//!
+//! Input mostly arrives in blocks ([`source::block`]): a reader thread
+//! reads them and runs the [`scan`] over each — one search for every rule
+//! literal and one for the fields the cheap path reads — while the engine,
+//! on the other core, works through the previous block line by line with
+//! those hints ([`Engine::push_block`]). Lines pushed one at a time
+//! ([`Engine::push_line`]) give exactly the same results.
 
 #![deny(missing_docs)]
 

@@ -156,6 +156,32 @@ struct LaneQueue {
     closed: bool,
 }
 
+impl LaneQueue {
+    /// The queue place of `n`: its alert's, except that a resolve never
+    /// replaces an undelivered firing (the page would be lost: PagerDuty
+    /// and Alertmanager ignore a resolve for an alert they never saw) and
+    /// queues behind it instead; a new firing takes the alert's place and
+    /// drops a queued resolve. So an alert holds at most two places.
+    /// Returns the key and whether a queued resolve was dropped.
+    fn place(&mut self, n: &Notification) -> (String, bool) {
+        use crate::alert::AlertState;
+        let resolved_key = format!("{}#resolved", n.fingerprint);
+        let firing_queued = self
+            .items
+            .get(&n.fingerprint)
+            .is_some_and(|c| c.state != AlertState::Resolved);
+        if n.state == AlertState::Resolved && firing_queued {
+            return (resolved_key, false);
+        }
+        let mut dropped = false;
+        if n.state != AlertState::Resolved && self.items.remove(&resolved_key).is_some() {
+            self.order.retain(|k| k != &resolved_key);
+            dropped = true;
+        }
+        (n.fingerprint.clone(), dropped)
+    }
+}
+
 struct LaneShared {
     name: String,
     cap: usize,
@@ -216,13 +242,18 @@ pub const FALLBACK_AFTER: u32 = 5;
 
 impl LaneShared {
     /// Queues a notification: a newer state replaces an undelivered older
-    /// one in place; when full, drops the oldest (if `drop_oldest`, counted
-    /// and logged) or returns false.
+    /// one in place (see [`LaneQueue::place`] for the one exception); when
+    /// full, drops the oldest (if `drop_oldest`, counted and logged) or
+    /// returns false.
     fn try_enqueue(&self, n: &Arc<Notification>, drop_oldest: bool) -> bool {
         let Ok(mut q) = self.q.lock() else {
             return true;
         };
-        if let Some(slot) = q.items.get_mut(&n.fingerprint) {
+        let (key, dropped) = q.place(n);
+        if dropped {
+            self.stats.replaced.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(slot) = q.items.get_mut(&key) {
             *slot = n.clone();
             self.stats.replaced.fetch_add(1, Ordering::Relaxed);
             return true;
@@ -238,8 +269,8 @@ impl LaneShared {
                 self.stats.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
-        q.order.push_back(n.fingerprint.clone());
-        q.items.insert(n.fingerprint.clone(), n.clone());
+        q.order.push_back(key.clone());
+        q.items.insert(key, n.clone());
         true
     }
 
@@ -409,10 +440,11 @@ impl Dispatcher {
                         );
                     }
                     for n in left {
-                        if !queue.items.contains_key(&n.fingerprint) {
-                            queue.order.push_back(n.fingerprint.clone());
+                        let (key, _) = queue.place(&n);
+                        if !queue.items.contains_key(&key) {
+                            queue.order.push_back(key.clone());
                         }
-                        queue.items.insert(n.fingerprint.clone(), Arc::new(n));
+                        queue.items.insert(key, Arc::new(n));
                     }
                 }
                 let shared = Arc::new(LaneShared {
@@ -649,12 +681,47 @@ mod tests {
             .iter()
             .map(|g| (g.0.clone(), g.1))
             .collect();
+        // fp1's page was still queued when it resolved: both go out, in
+        // order (a resolve alone would never page).
         assert_eq!(
             got,
             vec![
                 ("fp0".into(), AlertState::Firing),
+                ("fp1".into(), AlertState::Firing),
                 ("fp1".into(), AlertState::Resolved),
                 ("fp2".into(), AlertState::Firing)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_firing_replaces_a_queued_page_and_its_resolve() {
+        let p = Probe::new(false);
+        let d = Dispatcher::new(vec![p.clone()], 16, false);
+        d.dispatch(note(0)).await; // in flight, blocked by the gate
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        d.dispatch(note(1)).await;
+        let mut resolved = note(1);
+        resolved.state = AlertState::Resolved;
+        d.dispatch(resolved.clone()).await;
+        d.dispatch(resolved).await; // replaces the queued resolve
+        let mut again = note(1);
+        again.count = 99;
+        d.dispatch(again).await; // firing again: one page, the newest
+        p.gate.add_permits(100);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        let got: Vec<(String, AlertState)> = p
+            .got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|g| (g.0.clone(), g.1))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("fp0".into(), AlertState::Firing),
+                ("fp1".into(), AlertState::Firing)
             ]
         );
     }
@@ -709,7 +776,8 @@ mod tests {
         }
         drop(d);
         let path = spool_path(dir.path(), "probe");
-        assert_eq!(load_spool(&path).len(), 3, "on disk before any delivery");
+        // fp1's resolve queues behind its undelivered page.
+        assert_eq!(load_spool(&path).len(), 4, "on disk before any delivery");
         // Restart with the receiver up: each spooled alert is delivered once.
         let up = Probe::new(true);
         let d = Dispatcher::with_spool(
@@ -729,8 +797,9 @@ mod tests {
             got,
             vec![
                 ("fp0".into(), AlertState::Firing),
-                ("fp1".into(), AlertState::Resolved),
-                ("fp2".into(), AlertState::Firing)
+                ("fp1".into(), AlertState::Firing),
+                ("fp2".into(), AlertState::Firing),
+                ("fp1".into(), AlertState::Resolved)
             ]
         );
         assert!(

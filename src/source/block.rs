@@ -359,7 +359,8 @@ where
 }
 
 /// Like [`spawn`], into the caller's channel: `stage` turns each block, or
-/// the read error that ends the input, into the channel's item.
+/// the read error that ends the input, into the channel's item. Lines cut
+/// or repaired are logged when the input ends.
 pub fn spawn_into<S, T, F>(
     mut source: S,
     tx: tokio::sync::mpsc::Sender<T>,
@@ -383,7 +384,13 @@ where
                     break;
                 }
             }
-            source.stats()
+            let stats = source.stats();
+            for (name, st) in &stats {
+                if st.truncated + st.invalid_utf8 > 0 {
+                    tracing::warn!(input = %name, truncated = st.truncated, invalid_utf8 = st.invalid_utf8, "Some lines were cut or repaired.");
+                }
+            }
+            stats
         })
 }
 
