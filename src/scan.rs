@@ -52,12 +52,14 @@ pub struct Hints {
     keys: Option<Vec<(u32, u16)>>,
     /// Which rare needles occur anywhere in the block (see [`RARE`]).
     rare: u8,
+    /// Where the group keys' `after:` literals occur, ascending.
+    afters: Option<Vec<u32>>,
 }
 
 /// Needles whose absence from a block lets the decoder skip a per-line
 /// search: bit 0 an escape byte (ANSI colours), bit 1 a shipper
-/// envelope's `"pod_name"`, bit 2 any `after:` literal of the group keys.
-pub const RARE: u8 = 0b111;
+/// envelope's `"pod_name"`.
+pub const RARE: u8 = 0b011;
 
 impl Scanner {
     /// A scanner over a literal searcher (the matcher's) and the decoder's
@@ -105,11 +107,11 @@ impl Scanner {
             let mut v = Vec::with_capacity(b.len() / 64);
             keys.search(b, |s, pat| v.push((s as u32, pat as u16)));
             h.keys = Some(v);
-            if keys.after_in(b) {
-                h.rare |= 0b100;
+            let mut afters = Vec::new();
+            if keys.after_positions(b, |p| afters.push(p as u32)) {
+                afters.sort_unstable();
+                h.afters = Some(afters);
             }
-        } else {
-            h.rare |= 0b100;
         }
         if memchr::memchr(0x1b, b).is_some() {
             h.rare |= 0b001;
@@ -138,6 +140,7 @@ impl Hints {
             hints: (self.generation != 0 && self.generation == current).then_some(self),
             flagged: 0,
             keys: 0,
+            afters: 0,
         }
     }
 }
@@ -147,6 +150,7 @@ pub struct HintCursor<'h> {
     hints: Option<&'h Hints>,
     flagged: usize,
     keys: usize,
+    afters: usize,
 }
 
 impl<'h> HintCursor<'h> {
@@ -178,11 +182,19 @@ impl<'h> HintCursor<'h> {
                 .count();
             &rest[..n]
         });
+        let afters = h.afters.as_deref().map(|a| {
+            while a.get(self.afters).is_some_and(|&p| (p as usize) < start) {
+                self.afters += 1;
+            }
+            let rest = &a[self.afters..];
+            &rest[..rest.iter().take_while(|&&p| (p as usize) < end).count()]
+        });
         Some(LineHint {
             flagged,
             keys,
             base: start as u32,
             rare: h.rare,
+            afters,
         })
     }
 }

@@ -372,9 +372,24 @@ impl KeyIndex {
         spans[slot] = span;
     }
 
-    /// Whether any `after:` literal of the compiled keys occurs in `bytes`.
-    pub fn after_in(&self, bytes: &[u8]) -> bool {
-        self.after_finders.iter().any(|f| f.find(bytes).is_some())
+    /// Calls `f` with every position in `bytes` where an `after:` literal
+    /// of the compiled keys occurs. False (and no call) when some literal
+    /// holds whitespace, which could join a prefix to its text: then only
+    /// a per-line search tells.
+    pub fn after_positions(&self, bytes: &[u8], mut f: impl FnMut(usize)) -> bool {
+        if self
+            .after_finders
+            .iter()
+            .any(|a| a.needle().iter().any(u8::is_ascii_whitespace))
+        {
+            return false;
+        }
+        for finder in &self.after_finders {
+            for p in finder.find_iter(bytes) {
+                f(p);
+            }
+        }
+        true
     }
 
     /// Feeds `h` with everything the compiled keys read from a scanned line

@@ -179,6 +179,9 @@ pub struct LineHint<'h> {
     /// Rare needles present in the block ([`crate::scan::RARE`] bits);
     /// an absent one needs no per-line search.
     pub rare: u8,
+    /// Block offsets where the group keys' `after:` literals occur in this
+    /// line (None: not searched).
+    pub afters: Option<&'h [u32]>,
 }
 
 /// Longest pretty-printed JSON object reassembled, in lines.
@@ -584,7 +587,7 @@ impl Decoder {
         // Outer prefix first: kubectl --prefix, then stern (after removing
         // the colour codes stern adds).
         let rare = hint.map_or(u8::MAX, |h| h.rare);
-        self.afters_possible = rare & 0b100 != 0;
+        self.afters_possible = true;
         let kube = wrapper::kubectl_prefix(raw);
         let ansi: Option<String> = if kube.is_none() && rare & 0b001 != 0 {
             match wrapper::strip_ansi(raw) {
@@ -688,6 +691,12 @@ impl Decoder {
             let off = (t.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
             if off <= line.len() && off + t.len() <= line.len() {
                 prefiltered = Some(h.flagged);
+            }
+            if let (true, Some(afters)) = (prefiltered.is_some(), h.afters) {
+                let (lo, hi) = (h.base as usize + off, h.base as usize + off + t.len());
+                self.afters_possible = afters
+                    .iter()
+                    .any(|&p| (p as usize) >= lo && (p as usize) < hi);
             }
             if let (true, Some(keys)) = (prefiltered.is_some(), h.keys) {
                 let (lo, hi) = (h.base as usize + off, h.base as usize + off + t.len());
