@@ -60,6 +60,7 @@ for p in many many-varied; do
   "$BIN" check --literals --rules "$DIR/$p" > "$DIR/literals-$p.txt"
 done
 
+RUNS=${RUNS:-5}
 BYTES_MIXED=$(stat -c %s "$MIXED")
 BYTES_JSON=$(stat -c %s "$JSON")
 echo "corpora: $LINES lines each; mixed $((BYTES_MIXED / 1048576)) MiB, json $((BYTES_JSON / 1048576)) MiB; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -69,7 +70,6 @@ echo "cat | wc -l's spread, make a best-of-N a lottery); min is shown too"
 printf '%-48s %9s %9s %9s %10s\n' "command" "median s" "min s" "MB/s" "peak MiB"
 
 declare -A SECS MINS RSS
-RUNS=${RUNS:-5}
 printf '%-48s %9s %9s %9s %10s\n' "command" "median s" "min s" "MB/s" "peak MiB" > "$DIR/table.txt"
 measure() {
   local name=$1 bytes=$2 cmd=$3 rss=0 times=()
