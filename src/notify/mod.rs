@@ -625,6 +625,16 @@ mod tests {
         gate: tokio::sync::Semaphore,
     }
     impl Probe {
+        /// (fingerprint, state) of every notification received, in order.
+        fn states(&self) -> Vec<(String, AlertState)> {
+            self.got
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|g| (g.0.clone(), g.1))
+                .collect()
+        }
+
         fn new(open: bool) -> Arc<Probe> {
             Arc::new(Probe {
                 got: Mutex::new(vec![]),
@@ -661,8 +671,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_newer_state_replaces_an_undelivered_one() {
+    /// A dispatcher whose receiver holds fp0 in flight (gated) while fp1's
+    /// page waits in the queue; returns fp1's resolve, not yet dispatched.
+    async fn gated_with_fp1_queued() -> (Arc<Probe>, Dispatcher, Notification) {
         let p = Probe::new(false);
         let d = Dispatcher::new(vec![p.clone()], 16, false);
         d.dispatch(note(0)).await; // in flight, blocked by the gate
@@ -670,17 +681,17 @@ mod tests {
         d.dispatch(note(1)).await;
         let mut resolved = note(1);
         resolved.state = AlertState::Resolved;
+        (p, d, resolved)
+    }
+
+    #[tokio::test]
+    async fn a_newer_state_replaces_an_undelivered_one() {
+        let (p, d, resolved) = gated_with_fp1_queued().await;
         d.dispatch(resolved).await; // replaces fp1 firing before it was sent
         d.dispatch(note(2)).await;
         p.gate.add_permits(100);
         assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
-        let got: Vec<(String, AlertState)> = p
-            .got
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|g| (g.0.clone(), g.1))
-            .collect();
+        let got = p.states();
         // fp1's page was still queued when it resolved: both go out, in
         // order (a resolve alone would never page).
         assert_eq!(
@@ -696,13 +707,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_new_firing_replaces_a_queued_page_and_its_resolve() {
-        let p = Probe::new(false);
-        let d = Dispatcher::new(vec![p.clone()], 16, false);
-        d.dispatch(note(0)).await; // in flight, blocked by the gate
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        d.dispatch(note(1)).await;
-        let mut resolved = note(1);
-        resolved.state = AlertState::Resolved;
+        let (p, d, resolved) = gated_with_fp1_queued().await;
         d.dispatch(resolved.clone()).await;
         d.dispatch(resolved).await; // replaces the queued resolve
         let mut again = note(1);
@@ -710,13 +715,7 @@ mod tests {
         d.dispatch(again).await; // firing again: one page, the newest
         p.gate.add_permits(100);
         assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
-        let got: Vec<(String, AlertState)> = p
-            .got
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|g| (g.0.clone(), g.1))
-            .collect();
+        let got = p.states();
         assert_eq!(
             got,
             vec![
@@ -786,13 +785,7 @@ mod tests {
             Some(dir.path()),
         );
         assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
-        let got: Vec<(String, AlertState)> = up
-            .got
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|g| (g.0.clone(), g.1))
-            .collect();
+        let got = up.states();
         assert_eq!(
             got,
             vec![

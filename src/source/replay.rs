@@ -161,33 +161,8 @@ impl Merged {
         })
     }
 
-    /// The next line in time order with the source it came from, borrowed
-    /// until the next call.
-    pub fn next_line(&mut self) -> Result<Option<(&Source, &str)>, ReplayError> {
-        if self.inputs.len() == 1 {
-            return self.next_single();
-        }
-        if let Some(i) = self.current.take() {
-            self.inputs[i].advance()?;
-        }
-        let pick = self
-            .inputs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, inp)| inp.next.as_ref().map(|(t, _)| (*t, i)))
-            .min();
-        let Some((_, i)) = pick else { return Ok(None) };
-        self.current = Some(i);
-        match self.inputs[i].next.take() {
-            Some((_, l)) => {
-                self.line = l;
-                Ok(Some((&self.inputs[i].source, self.line.as_str())))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// Like [`Merged::next_line`], naming the input by its index.
+    /// The next line in time order, borrowed until the next call, with the
+    /// index of the input it came from (see [`Merged::sources`]).
     pub fn next_indexed(&mut self) -> Result<Option<(usize, &str)>, ReplayError> {
         if self.inputs.len() == 1 {
             return Ok(self.next_single()?.map(|(_, l)| (0, l)));
@@ -265,9 +240,10 @@ mod tests {
         .unwrap();
         let files = vec![a.display().to_string(), b.display().to_string()];
         let mut m = Merged::open(&files).unwrap();
+        let sources = m.sources();
         let mut got = Vec::new();
-        while let Some((src, l)) = m.next_line().unwrap() {
-            got.push(format!("{}:{l}", src.labels[0].1));
+        while let Some((i, l)) = m.next_indexed().unwrap() {
+            got.push(format!("{}:{l}", sources[i].labels[0].1));
         }
         let short: Vec<&str> = got
             .iter()
