@@ -339,11 +339,21 @@ fn run_follows_kubelet_log_files_and_resumes_from_offsets_after_kill_9() {
         .recv_timeout(Duration::from_secs(15))
         .expect("an alert from the file");
     assert!(first.contains("livekit.stats_deadlock"), "{first}");
-    for _ in 0..50 {
-        if state.join("file-offsets.json").exists() {
+    // Kill once the offsets are saved and the stdout lane has taken the
+    // printed alert out of its spool: a kill between printing and that
+    // write would rightly deliver it again (the spool is at-least-once).
+    let spool = state.join("spool").join("stdout.json");
+    let spool_empty = || {
+        std::fs::read_to_string(&spool)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+            .is_some_and(|v| v.is_empty())
+    };
+    for _ in 0..100 {
+        if state.join("file-offsets.json").exists() && spool_empty() {
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
     let _ = child.wait();
@@ -356,10 +366,8 @@ fn run_follows_kubelet_log_files_and_resumes_from_offsets_after_kill_9() {
             let _ = tx.send(l);
         }
     });
-    assert!(
-        rx.recv_timeout(Duration::from_millis(2000)).is_err(),
-        "nothing re-read after restart"
-    );
+    let again = rx.recv_timeout(Duration::from_millis(2000));
+    assert!(again.is_err(), "nothing re-read after restart: {again:?}");
     child.kill().unwrap();
     let _ = child.wait();
 }
