@@ -7,8 +7,8 @@
 //!
 //! `benches/run.sh` runs it on its corpora; it is a measurement, not a test.
 
-use sigwatch::decode::Source;
 use sigwatch::source::block::{BlockSource, ReadBlocks};
+use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 use std::time::Instant;
 

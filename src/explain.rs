@@ -5,10 +5,12 @@
 //! and per rule which literal, regex, field and label checks passed or
 //! failed and what value was seen.
 
-use crate::decode::{payload, resolve_key, time, wrapper, Decoder, Source};
+use crate::decode::WORKLOAD_KEY;
+use crate::decode::{payload, resolve_key, time, wrapper, Decoder};
 use crate::detect::truncate as clip;
 use crate::matcher::{Matcher, MatcherError};
-use crate::rules::{Detect, RuleSet, WORKLOAD_KEY};
+use crate::rules::{Detect, RuleSet};
+use crate::source::Source;
 use std::fmt::Write;
 
 /// Explains lines against a rule set. Lines given in one session share a

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod alert;
+pub mod clock;
 pub mod config;
 pub mod decode;
 pub mod detect;
@@ -28,13 +29,15 @@ pub mod ruletest;
 pub mod scan;
 pub mod server;
 pub mod source;
+pub mod stats;
 
 use alert::{Alerts, Notification};
-use decode::{resolve_key, Decoder, Prepared, Source};
+use decode::{resolve_key, Decoder, Prepared};
 use detect::{Detector, Hit, Status, Step, CLUSTER};
 use matcher::{Matcher, MatcherError, Scratch};
 use rules::{Detect, RuleSet};
 use serde::Serialize;
+use source::Source;
 
 /// Default allowed lateness of events behind the newest one (5 s).
 pub const DEFAULT_LATENESS_NS: i64 = 5_000_000_000;

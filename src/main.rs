@@ -3,10 +3,11 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use sigwatch::alert::Notification;
-use sigwatch::config::{ReceiverSpec, Router};
-use sigwatch::decode::Source;
+use sigwatch::clock::wall_ns;
+use sigwatch::config::ReceiverSpec;
 use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
 use sigwatch::notify::pagerduty::PagerDuty;
+use sigwatch::notify::route::Router;
 use sigwatch::notify::slack::Slack;
 use sigwatch::notify::stdout::Stdout;
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
@@ -19,7 +20,7 @@ use sigwatch::source::file;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::tail::run_tail;
 use sigwatch::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
-use sigwatch::source::wall_ns;
+use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -772,7 +773,7 @@ async fn replay(p: PipelineArgs, files: Vec<String>, show: Summary) -> Result<()
     let mut engine = build_engine(&p, false)?;
     let (d, _) = dispatcher(receivers(&p)?, true, None);
     let mut out = Vec::new();
-    let input = sigwatch::source::replay::open(&files)?;
+    let input = sigwatch::source::replay::open(&files, sigwatch::decode::peek_time)?;
     let started = std::time::Instant::now();
     let bar =
         std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(input.total));
@@ -932,7 +933,7 @@ fn summary(
     );
     let d = &s.decode;
     let drops: Vec<String> = [
-        ("truncated", sigwatch::source::truncated_lines()),
+        ("truncated", sigwatch::stats::truncated_lines()),
         ("malformed", d.malformed),
         ("late", s.late),
         ("bad_time", d.bad_time),
@@ -1386,7 +1387,7 @@ async fn drive(
                     firing: engine.firing() as u64,
                     receivers: d.snapshots(),
                     loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
-                    truncated_lines: sigwatch::source::truncated_lines(),
+                    truncated_lines: sigwatch::stats::truncated_lines(),
                 });
             },
             _ = &mut shutdown => {

@@ -774,8 +774,9 @@ mod tests {
     }
 
     use super::*;
-    use crate::decode::{Decoder, Source};
+    use crate::decode::Decoder;
     use crate::rules::compile;
+    use crate::source::Source;
 
     fn set(yaml: &str) -> RuleSet {
         compile(&[("t.yaml".into(), yaml.into())]).unwrap()

@@ -22,9 +22,10 @@
 //! ```
 
 use crate::alert::{AlertState, Notification};
-use crate::decode::{time, Source};
+use crate::decode::time;
 use crate::rules::duration::{format_duration, Dur};
 use crate::rules::RuleSet;
+use crate::source::Source;
 use crate::{Engine, Options};
 use serde::Deserialize;
 use std::collections::BTreeMap;

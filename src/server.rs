@@ -8,6 +8,7 @@
 //! in the metrics, not as unready: a consumer has no traffic to shed, and
 //! taking it out would only hide the problem.
 
+use crate::notify::ReceiverSnapshot;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,25 +23,6 @@ type Labels = Vec<(String, String)>;
 /// How long the live loop may go without a heartbeat before liveness fails
 /// (it beats at least once a second, idle or not).
 pub const STALL_NS: i64 = 30_000_000_000;
-
-/// One receiver's delivery counters, as the dispatcher reports them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ReceiverSnapshot {
-    /// Receiver name (kind and host; no secrets).
-    pub name: String,
-    /// Delivered.
-    pub sent: u64,
-    /// Rejected for good.
-    pub failed: u64,
-    /// Dropped (queue full, shutdown without spool).
-    pub dropped: u64,
-    /// Transient failures retried.
-    pub retries: u64,
-    /// Waiting in the queue now.
-    pub queued: u64,
-    /// True when its last attempt failed.
-    pub degraded: bool,
-}
 
 /// Everything the live loop publishes once a second.
 #[derive(Debug, Clone, Default)]
@@ -110,7 +92,7 @@ impl Telemetry {
             .set(1);
         Telemetry {
             registry,
-            heartbeat: AtomicI64::new(crate::source::wall_ns()),
+            heartbeat: AtomicI64::new(crate::clock::wall_ns()),
             rules_loaded: AtomicBool::new(false),
             source_ready: AtomicBool::new(false),
             source: Mutex::new(String::new()),
@@ -125,7 +107,7 @@ impl Telemetry {
     /// The live loop is alive (call every iteration).
     pub fn beat(&self) {
         self.heartbeat
-            .store(crate::source::wall_ns(), Ordering::Relaxed);
+            .store(crate::clock::wall_ns(), Ordering::Relaxed);
     }
 
     /// Rules are loaded.
@@ -231,7 +213,7 @@ impl Telemetry {
 
     /// `/healthz`: (ok, body).
     pub fn health(&self) -> (bool, String) {
-        let age = crate::source::wall_ns() - self.heartbeat.load(Ordering::Relaxed);
+        let age = crate::clock::wall_ns() - self.heartbeat.load(Ordering::Relaxed);
         if age < STALL_NS {
             (true, "ok\n".to_string())
         } else {

@@ -113,7 +113,7 @@ fn notification(state: AlertState) -> Notification {
         "summary".to_string(),
         "NE_2rANN76DeYtZ takes 96% of egress failures".to_string(),
     );
-    let now = sigwatch::source::wall_ns();
+    let now = sigwatch::clock::wall_ns();
     Notification {
         state,
         rule: "egress.black_hole".into(),
@@ -205,7 +205,7 @@ async fn firing_then_resolved_through_a_real_alertmanager() {
     }
     assert!(resolved_seen, "Alertmanager notified the resolve");
     // Retention: the resolve keeps being re-sent.
-    assert_eq!(r.resend(sigwatch::source::wall_ns()).await.unwrap(), 1);
+    assert_eq!(r.resend(sigwatch::clock::wall_ns()).await.unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,7 +227,7 @@ async fn two_replicas_make_one_alert_and_firing_alerts_are_resent() {
     );
     let ends_before = alerts[0]["endsAt"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(a.resend(sigwatch::source::wall_ns()).await.unwrap(), 1);
+    assert_eq!(a.resend(sigwatch::clock::wall_ns()).await.unwrap(), 1);
     let after = active_alerts(&am.url).await;
     assert_eq!(after.len(), 1);
     assert!(

@@ -3,7 +3,7 @@
 //! are counted, and the process's resident memory grows by less than the
 //! documented bound (64 MiB) however many keys go by.
 
-use sigwatch::decode::Source;
+use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 
 fn rss_kib() -> u64 {

@@ -7,8 +7,8 @@
 //! hints — and with hints from an older rule set, which must be ignored.
 
 use sigwatch::alert::Notification;
-use sigwatch::decode::Source;
 use sigwatch::source::block::Block;
+use sigwatch::source::Source;
 use sigwatch::{Engine, Options, Stats};
 use std::path::Path;
 

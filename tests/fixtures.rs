@@ -3,7 +3,7 @@
 //! logs arrive in other wrappers, with other IDs, at other times.
 
 use sigwatch::alert::Notification;
-use sigwatch::decode::Source;
+use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -5,9 +5,9 @@
 //! timestamp), 400 above 5000, 401 without `X-Scope-OrgID` when auth is on,
 //! three-element rows with `categorize-labels`, plain-text errors.
 
-use sigwatch::decode::Source;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::{cursor, Entry, LokiConfig, LokiError};
+use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -524,7 +524,7 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
     ))
     .unwrap();
     let store: Shared = Default::default();
-    let now = sigwatch::source::wall_ns();
+    let now = sigwatch::clock::wall_ns();
     {
         // Re-stamp the fixture into the last few minutes, one ms apart.
         let mut s = store.lock().unwrap();

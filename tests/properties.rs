@@ -3,8 +3,9 @@
 //! they never panic — and replay stays deterministic.
 
 use proptest::prelude::*;
-use sigwatch::decode::{payload, peek_time, Decoder, Source};
-use sigwatch::rules::KeyConfig;
+use sigwatch::decode::KeyConfig;
+use sigwatch::decode::{payload, peek_time, Decoder};
+use sigwatch::source::Source;
 
 static RULES: std::sync::LazyLock<sigwatch::rules::RuleSet> =
     std::sync::LazyLock::new(|| sigwatch::rules::load_builtin().unwrap());
@@ -60,8 +61,8 @@ proptest! {
     fn decoding_never_panics(line in loggy()) {
         let _ = payload::decode(&line, None);
         let _ = payload::quick_time(&line, None);
-        let _ = payload::quick_get(&line, "nodeID");
-        let _ = payload::quick_get_path(&line, "involvedObject.name");
+        let _ = sigwatch::decode::quick::quick_get(&line, "nodeID");
+        let _ = sigwatch::decode::quick::quick_get_path(&line, "involvedObject.name");
         let _ = peek_time(&line, Some(0));
         let mut d = Decoder::with_group_keys(&KeyConfig::default(), false, &["node".into(), "pod".into(), "workload".into()]);
         for part in line.split('\n') {

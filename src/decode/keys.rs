@@ -8,8 +8,9 @@
 //! envelope string (`\"nodeID\":\"…\"`), and a logfmt/klog pair
 //! (`pod="ns/name"`, at the start of the line or after a space).
 
-use super::payload::{parse_pairs_value, unescape_json};
-use crate::rules::{KeyConfig, WORKLOAD_KEY};
+use super::quick::{parse_pairs_value, unescape_json};
+pub use super::time::TIME_FIELDS;
+use super::{KeyConfig, WORKLOAD_KEY};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -137,18 +138,6 @@ pub struct KeyIndex {
     keys: Vec<KeySpec>,
     ids: HashMap<String, KeyId>,
 }
-
-/// Field names read for the event time, in order of preference.
-pub const TIME_FIELDS: &[&str] = &[
-    "__REALTIME_TIMESTAMP",
-    "ts",
-    "time",
-    "timestamp",
-    "@timestamp",
-    "eventTime",
-    "lastTimestamp",
-    "date",
-];
 
 impl KeyIndex {
     /// Compiles the scanner for `extra` field names (time, sticky) and the
@@ -416,7 +405,7 @@ impl KeyIndex {
                 (Some(r), None) => {
                     let nested = text
                         .get(sp.start as usize..)
-                        .and_then(|obj| super::payload::quick_get_path(obj, r));
+                        .and_then(|obj| super::quick::quick_get_path(obj, r));
                     h.write(nested.as_deref().unwrap_or("\0").as_bytes());
                 }
             }
@@ -430,7 +419,7 @@ impl KeyIndex {
                 let lit = std::str::from_utf8(f.needle()).unwrap_or("");
                 let tok = text
                     .get(at..)
-                    .and_then(|t| super::payload::token_after(t, lit));
+                    .and_then(|t| super::quick::token_after(t, lit));
                 h.write(tok.unwrap_or("").as_bytes());
             }
         }
@@ -452,7 +441,7 @@ impl KeyIndex {
             let v = match p {
                 PathSpec::Label(l) => label(l),
                 PathSpec::After(f, len) => f.find(text.as_bytes()).and_then(|i| {
-                    super::payload::token_after(&text[i..], &text[i..i + len]).map(str::to_string)
+                    super::quick::token_after(&text[i..], &text[i..i + len]).map(str::to_string)
                 }),
                 PathSpec::Field { slot, rest, name } => {
                     let direct = match rest {
@@ -470,7 +459,7 @@ impl KeyIndex {
                                 Some(sp) => sp.value(text).map(Cow::into_owned),
                                 None => spans.get(*slot).copied().flatten().and_then(|sp| {
                                     let obj = text.get(sp.start as usize..)?;
-                                    super::payload::quick_get_path(obj, r).map(Cow::into_owned)
+                                    super::quick::quick_get_path(obj, r).map(Cow::into_owned)
                                 }),
                             }
                         }
@@ -508,7 +497,7 @@ fn json_value(b: &[u8], e: usize) -> Option<Span> {
     match b.get(j)? {
         b'"' => {
             let start = j + 1;
-            let (end, escaped) = super::payload::quoted_end(b, start);
+            let (end, escaped) = super::quick::quoted_end(b, start);
             Some(Span {
                 start: start as u32,
                 end: end as u32,
@@ -580,7 +569,7 @@ fn logfmt_value(b: &[u8], e: usize) -> Option<Span> {
         }
         Some(b'"') => {
             let start = e + 1;
-            let (end, escaped) = super::payload::quoted_end(b, start);
+            let (end, escaped) = super::quick::quoted_end(b, start);
             Some(Span {
                 start: start as u32,
                 end: end as u32,

@@ -7,153 +7,35 @@
 //! candidates are fully decoded ([`Decoder::event`]); the rest cost a few
 //! substring searches, never a JSON parse.
 
+pub mod context;
+mod event;
 pub mod keys;
+mod multiline;
 pub mod payload;
+pub mod quick;
+mod stats;
+mod stream;
 pub mod time;
 pub mod wrapper;
 
-use crate::rules::{KeyConfig, WORKLOAD_KEY};
+pub use context::{KeyConfig, WORKLOAD_KEY};
+use event::label;
+pub use event::{resolve_key, workload_of, Event, Labels};
+pub use multiline::MAX_BLOCK_LINES;
+pub use stats::{DecodeStats, FormatCounts};
+
+use crate::source::Source;
 use lru::LruCache;
-use payload::{Fields, Level};
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-
-/// Context labels of a stream: `pod`, `container`, `namespace`, Loki labels.
-pub type Labels = Arc<Vec<(String, String)>>;
+use stream::{envelope_pod, StreamPrefix, StreamState};
 
 /// Default longest reassembled partial line; a longer one is emitted
 /// truncated. The bound in force is [`crate::source::max_line_bytes`].
 pub const MAX_PARTIAL_BYTES: usize = crate::source::MAX_LINE_BYTES;
 /// Most streams whose context (sticky fields, partials) is remembered.
 pub const MAX_STREAMS: usize = 16_384;
-
-/// Where lines come from: a name (`stdin`, a file path) and its labels.
-#[derive(Debug, Clone, Default)]
-pub struct Source {
-    /// Stream name used when the line names no pod.
-    pub name: String,
-    /// Labels every line of this source carries.
-    pub labels: Vec<(String, String)>,
-}
-
-impl Source {
-    /// A source with a name and no labels.
-    pub fn named(name: &str) -> Source {
-        Source {
-            name: name.to_string(),
-            labels: Vec::new(),
-        }
-    }
-}
-
-/// Counters of the decode stage.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct DecodeStats {
-    /// Lines read.
-    pub lines: u64,
-    /// Partial chunks joined into a line.
-    pub partial_chunks: u64,
-    /// Reassembled lines cut at the line bound (`--max-line-bytes`).
-    pub partial_overflow: u64,
-    /// Lines that looked structured but did not parse (kept as plain text).
-    pub malformed: u64,
-    /// Streams forgotten because more than [`MAX_STREAMS`] were active.
-    pub streams_evicted: u64,
-    /// Lines whose time came from no clock of their own or their stream.
-    pub untimed: u64,
-    /// Streams found to mix producers (sticky inheritance turned off).
-    pub multiplexed_streams: u64,
-    /// Pretty-printed JSON objects reassembled from several lines.
-    pub json_blocks: u64,
-    /// Lines whose own timestamp was absurd (before 2000 or after 2200) and
-    /// was ignored, so one bad line cannot drag event time away.
-    pub bad_time: u64,
-    /// Items split out of Kubernetes `List` objects.
-    pub list_items: u64,
-    /// Lines by wrapper and payload format (see [`payload::sniff`]).
-    pub formats: FormatCounts,
-}
-
-/// Lines by wrapper and by payload format. Wrappers overlap formats: a CRI
-/// line carrying JSON counts once under `cri` and once under `json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct FormatCounts {
-    /// Container runtime wrapper: CRI (containerd, CRI-O).
-    pub cri: u64,
-    /// Container runtime wrapper: Docker json-file.
-    pub docker: u64,
-    /// `kubectl logs --prefix` or stern prefix.
-    pub prefixed: u64,
-    /// JSON objects (incl. shipper envelopes and Kubernetes events).
-    pub json: u64,
-    /// zap console.
-    pub console: u64,
-    /// syslog / journal text lines.
-    pub syslog: u64,
-    /// klog.
-    pub klog: u64,
-    /// Go `log` prefix.
-    pub golog: u64,
-    /// logfmt.
-    pub logfmt: u64,
-    /// Anything else.
-    pub plain: u64,
-}
-
-impl FormatCounts {
-    fn add(&mut self, format: &str) {
-        match format {
-            "json" => self.json += 1,
-            "console" => self.console += 1,
-            "syslog" => self.syslog += 1,
-            "klog" => self.klog += 1,
-            "golog" => self.golog += 1,
-            "logfmt" => self.logfmt += 1,
-            _ => self.plain += 1,
-        }
-    }
-
-    /// (name, count) of the non-zero counters, wrappers first.
-    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("cri", self.cri),
-            ("docker", self.docker),
-            ("prefixed", self.prefixed),
-            ("json", self.json),
-            ("console", self.console),
-            ("syslog", self.syslog),
-            ("klog", self.klog),
-            ("golog", self.golog),
-            ("logfmt", self.logfmt),
-            ("plain", self.plain),
-        ]
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .collect()
-    }
-}
-
-#[derive(Debug, Default)]
-struct StreamState {
-    key: Option<Arc<str>>,
-    /// Unique id of the stream (slots are reused after eviction).
-    uid: u64,
-    /// Bumped whenever a sticky value (or the multiplexed flag) changes.
-    sticky_version: u64,
-    labels: Labels,
-    last_time: Option<i64>,
-    sticky: Vec<(String, String)>,
-    /// Values each sticky key had before its current one (a few, newest last).
-    previous: Vec<(String, String)>,
-    /// Set when a sticky value flips back to an older one: the stream mixes
-    /// several producers, so inheriting would misattribute lines.
-    multiplexed: bool,
-    partial: Option<(String, Option<i64>)>,
-    /// A pretty-printed JSON object being reassembled: text, brace depth,
-    /// inside-a-string flag, line count.
-    block: Option<(String, usize, bool, usize)>,
-}
 
 /// Earliest plausible event time: 2000-01-01 (ns).
 pub const SANE_TIME_MIN: i64 = 946_684_800 * time::NS;
@@ -184,26 +66,6 @@ pub struct LineHint<'h> {
     pub afters: Option<&'h [u32]>,
 }
 
-/// Longest pretty-printed JSON object reassembled, in lines.
-pub const MAX_BLOCK_LINES: usize = 100_000;
-
-/// Tracks brace depth through a chunk of JSON text.
-fn json_depth(text: &str, mut depth: usize, in_str: &mut bool) -> usize {
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if *in_str => i += 1,
-            b'"' => *in_str = !*in_str,
-            b'{' | b'[' if !*in_str => depth += 1,
-            b'}' | b']' if !*in_str => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        i += 1;
-    }
-    depth
-}
-
 /// A line after unwrapping, ready for the matcher.
 #[derive(Debug)]
 pub struct Prepared<'a> {
@@ -218,141 +80,6 @@ pub struct Prepared<'a> {
     /// Whether a rule literal can occur in `text`, when the block scan
     /// already answered it (None: the matcher must scan the text).
     pub prefiltered: Option<bool>,
-}
-
-/// A fully decoded event.
-#[derive(Debug, Clone)]
-pub struct Event {
-    /// Event time (ns since epoch).
-    pub time: i64,
-    /// Level.
-    pub level: Option<Level>,
-    /// Message.
-    pub message: String,
-    /// The payload text.
-    pub text: String,
-    /// Parsed fields.
-    pub fields: Fields,
-    /// Regex captures added by the matcher.
-    pub captures: Vec<(String, String)>,
-    /// Stream context labels.
-    pub labels: Labels,
-    /// Sticky values inherited from the stream.
-    pub sticky: Vec<(String, String)>,
-    /// True when the payload looked structured but did not parse.
-    pub malformed: bool,
-}
-
-impl Event {
-    /// Looks up a field: `level`, `msg`/`message`, `labels.NAME`, regex
-    /// captures, payload fields, then the stream's sticky values.
-    pub fn get(&self, path: &str) -> Option<Cow<'_, str>> {
-        match path {
-            "level" => return self.level.map(|l| Cow::Borrowed(l.as_str())),
-            "msg" | "message" => return Some(Cow::Borrowed(self.message.as_str())),
-            _ => {}
-        }
-        if let Some(l) = path.strip_prefix("labels.") {
-            return label(&self.labels, l);
-        }
-        if let Some(lit) = path.strip_prefix("after:") {
-            return payload::token_after(&self.text, lit).map(Cow::Borrowed);
-        }
-        if let Some((_, v)) = self.captures.iter().find(|(k, _)| k == path) {
-            return Some(Cow::Borrowed(v.as_str()));
-        }
-        if let Some(v) = self.fields.get(path) {
-            return Some(v);
-        }
-        self.sticky
-            .iter()
-            .find(|(k, _)| k == path)
-            .map(|(_, v)| Cow::Borrowed(v.as_str()))
-    }
-}
-
-fn label<'a>(labels: &'a [(String, String)], name: &str) -> Option<Cow<'a, str>> {
-    labels
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| Cow::Borrowed(v.as_str()))
-}
-
-/// Resolves a group key (an alias, `workload`, or a field path) through a
-/// lookup function; first present, non-empty value wins.
-pub fn resolve_key<'a>(
-    keys: &KeyConfig,
-    key: &str,
-    get: &dyn Fn(&str) -> Option<Cow<'a, str>>,
-) -> Option<String> {
-    if key == WORKLOAD_KEY {
-        return resolve_key(keys, "pod", get).map(|p| workload_of(&p));
-    }
-    let found = match keys.aliases.get(key) {
-        Some(paths) => paths.iter().find_map(|p| get(p).filter(|v| !v.is_empty())),
-        None => get(key).filter(|v| !v.is_empty()),
-    }?;
-    if key == "pod" {
-        // klog writes pods as namespace/name; events and prefixes as name.
-        return Some(found.rsplit('/').next().unwrap_or(&found).to_string());
-    }
-    Some(found.into_owned())
-}
-
-/// The workload of a pod: its name without the generated suffixes
-/// (`api-7c9d8f6b5-x2x7q` → `api`, `livekit-server-0` → `livekit-server`).
-pub fn workload_of(pod: &str) -> String {
-    let pod = pod.rsplit('/').next().unwrap_or(pod);
-    let Some((base, last)) = pod.rsplit_once('-') else {
-        return pod.to_string();
-    };
-    if !last.is_empty() && last.len() <= 4 && last.bytes().all(|b| b.is_ascii_digit()) {
-        return base.to_string();
-    }
-    if last.len() == 5 {
-        // Deployment pods carry a ReplicaSet hash (6–10 chars) before the suffix.
-        if let Some((base2, hash)) = base.rsplit_once('-') {
-            let hashy =
-                (6..=10).contains(&hash.len()) && hash.bytes().all(|b| b.is_ascii_alphanumeric());
-            if hashy && hash.bytes().any(|b| b.is_ascii_digit()) {
-                return base2.to_string();
-            }
-        }
-        return base.to_string();
-    }
-    pod.to_string()
-}
-
-/// A stream prefix with owned parts: (pod, container, namespace).
-type OwnedPrefix = (String, String, Option<String>);
-
-/// The pod of a Fluent Bit / Vector record (`kubernetes.pod_name`,
-/// `kubernetes.container_name`, `kubernetes.namespace_name`), found cheaply.
-fn envelope_pod(text: &str) -> Option<OwnedPrefix> {
-    let t = text.trim_start();
-    if !t.starts_with('{') || memchr::memmem::find(t.as_bytes(), b"\"pod_name\"").is_none() {
-        return None;
-    }
-    let pod = payload::quick_get_path(t, "kubernetes.pod_name")?.into_owned();
-    let container = payload::quick_get_path(t, "kubernetes.container_name")
-        .map_or_else(String::new, |c| c.into_owned());
-    let ns = payload::quick_get_path(t, "kubernetes.namespace_name").map(|n| n.into_owned());
-    Some((pod, container, ns))
-}
-
-/// A stream prefix, borrowed from the line (or owned, from an envelope).
-enum StreamPrefix<'p> {
-    Borrowed(wrapper::Prefix<'p>),
-    Owned(OwnedPrefix),
-}
-
-impl StreamPrefix<'_> {
-    fn parts(&self) -> (&str, &str, Option<&str>) {
-        match self {
-            StreamPrefix::Borrowed(p) => (p.pod, p.container, p.namespace),
-            StreamPrefix::Owned((p, c, n)) => (p, c, n.as_deref()),
-        }
-    }
 }
 
 /// The decoder: unwrapping, stream context, time resolution.
@@ -721,143 +448,6 @@ impl Decoder {
         })
     }
 
-    /// Joins a pretty-printed JSON object (a line that is exactly `{` up to
-    /// its closing brace) into one text; splits a Kubernetes `List` into its
-    /// items, the first returned and the rest queued.
-    fn reassemble_block<'a>(&mut self, sid: usize, text: Cow<'a, str>) -> Option<Cow<'a, str>> {
-        let st = self.slab.get_mut(sid)?;
-        let done = match &mut st.block {
-            Some((buf, depth, in_str, lines)) => {
-                buf.push('\n');
-                buf.push_str(&text);
-                *depth = json_depth(&text, *depth, in_str);
-                *lines += 1;
-                if *depth > 0
-                    && buf.len() < crate::source::max_line_bytes()
-                    && *lines < MAX_BLOCK_LINES
-                {
-                    return None;
-                }
-                if *depth > 0 {
-                    self.stats.partial_overflow += 1;
-                }
-                st.block.take().map(|b| b.0)
-            }
-            None if text.trim_end() == "{" => {
-                st.block = Some((text.into_owned(), 1, false, 1));
-                return None;
-            }
-            None => return Some(text),
-        };
-        let joined = done?;
-        self.stats.json_blocks += 1;
-        if let Ok(serde_json::Value::Object(mut m)) =
-            serde_json::from_str::<serde_json::Value>(&joined)
-        {
-            let is_list = m
-                .get("kind")
-                .and_then(|k| k.as_str())
-                .is_some_and(|k| k.ends_with("List"));
-            if let (true, Some(serde_json::Value::Array(items))) = (is_list, m.remove("items")) {
-                let mut texts: Vec<String> = items.iter().map(|i| i.to_string()).collect();
-                self.stats.list_items += texts.len() as u64;
-                if texts.is_empty() {
-                    return Some(Cow::Owned(joined));
-                }
-                let first = texts.remove(0);
-                self.queued.extend(texts.into_iter().map(|t| (sid, t)));
-                return Some(Cow::Owned(first));
-            }
-            // One line, so the text and its samples stay readable.
-            return Some(Cow::Owned(serde_json::Value::Object(m).to_string()));
-        }
-        Some(Cow::Owned(joined))
-    }
-
-    /// Whether lines split out of a List wait in the queue.
-    pub fn has_queued(&self) -> bool {
-        !self.queued.is_empty()
-    }
-
-    /// Prepares the next queued line (an item of a split List), if any.
-    pub fn prepare_queued(&mut self, arrival: Option<i64>) -> Option<Prepared<'static>> {
-        let (sid, text) = self.queued.pop_front()?;
-        self.full_scanned = false;
-        self.afters_possible = true;
-        let time = self.update_stream(sid, &text, None, arrival);
-        Some(Prepared {
-            text: Cow::Owned(text),
-            wrapper_time: None,
-            sid,
-            time,
-            prefiltered: None,
-        })
-    }
-
-    /// The slot of the stream named by the source and prefix, created if
-    /// new.
-    fn ensure_stream(&mut self, source: &Source, prefix: Option<&StreamPrefix<'_>>) -> usize {
-        self.key_buf.clear();
-        self.key_buf.push_str(&source.name);
-        let parts = prefix.map(StreamPrefix::parts);
-        if let Some((pod, container, _)) = parts {
-            self.key_buf.push('/');
-            self.key_buf.push_str(pod);
-            self.key_buf.push('/');
-            self.key_buf.push_str(container);
-        }
-        if let Some(i) = self.last_stream {
-            if self.slab.get(i).and_then(|st| st.key.as_deref()) == Some(self.key_buf.as_str()) {
-                return i;
-            }
-        }
-        if let Some(&i) = self.streams.get(self.key_buf.as_str()) {
-            self.last_stream = Some(i);
-            return i;
-        }
-        let mut labels = source.labels.clone();
-        if let Some((pod, container, ns)) = parts {
-            labels.push(("pod".into(), pod.to_string()));
-            labels.push(("container".into(), container.to_string()));
-            if let Some(ns) = ns {
-                labels.push(("namespace".into(), ns.to_string()));
-            }
-        }
-        let key: Arc<str> = Arc::from(self.key_buf.as_str());
-        let sticky = self
-            .restored
-            .remove(self.key_buf.as_str())
-            .unwrap_or_default();
-        self.created += 1;
-        let state = StreamState {
-            sticky,
-            key: Some(key.clone()),
-            uid: self.created,
-            labels: Arc::new(labels),
-            ..StreamState::default()
-        };
-        let slot = if self.streams.len() == self.streams.cap().get() {
-            // Reuse the slot of the stream forgotten longest ago.
-            self.stats.streams_evicted += 1;
-            match self.streams.pop_lru() {
-                Some((_, i)) => {
-                    self.slab[i] = state;
-                    i
-                }
-                None => {
-                    self.slab.push(state);
-                    self.slab.len() - 1
-                }
-            }
-        } else {
-            self.slab.push(state);
-            self.slab.len() - 1
-        };
-        self.streams.put(key, slot);
-        self.last_stream = Some(slot);
-        slot
-    }
-
     /// The span of small-scanner slot `i` on the current line.
     fn small_span(&self, i: usize) -> Option<keys::Span> {
         if self.full_scanned {
@@ -1009,41 +599,9 @@ impl Decoder {
         }
     }
 
-    /// Sticky values of every stream that does not mix producers, to save
-    /// across a restart (a Loki consumer resumes after the startup lines
-    /// that declared them).
-    pub fn sticky_snapshot(&self) -> Vec<(String, Vec<(String, String)>)> {
-        let mut v: Vec<(String, Vec<(String, String)>)> = self
-            .slab
-            .iter()
-            .filter(|s| !s.multiplexed && !s.sticky.is_empty())
-            .filter_map(|s| Some((s.key.as_deref()?.to_string(), s.sticky.clone())))
-            .collect();
-        v.extend(self.restored.iter().map(|(k, s)| (k.clone(), s.clone())));
-        v.sort();
-        v
-    }
-
-    /// Restores sticky values saved by a previous run.
-    pub fn restore_sticky(&mut self, saved: Vec<(String, Vec<(String, String)>)>) {
-        self.restored.extend(saved);
-    }
-
     /// Counts a malformed line found by the cheap path.
     pub fn count_malformed(&mut self) {
         self.stats.malformed += 1;
-    }
-
-    /// Emits partial lines still buffered (end of input) as complete lines.
-    pub fn drain_partials(&mut self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for st in self.slab.iter_mut() {
-            if let Some((text, _)) = st.partial.take() {
-                out.push((st.key.as_deref().unwrap_or("").to_string(), text));
-            }
-        }
-        out.sort();
-        out
     }
 }
 

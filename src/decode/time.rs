@@ -4,6 +4,18 @@
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeZone, Utc};
 
+/// Field names read for the event time, in order of preference.
+pub const TIME_FIELDS: &[&str] = &[
+    "__REALTIME_TIMESTAMP",
+    "ts",
+    "time",
+    "timestamp",
+    "@timestamp",
+    "eventTime",
+    "lastTimestamp",
+    "date",
+];
+
 /// Nanoseconds in a second.
 pub const NS: i64 = 1_000_000_000;
 

@@ -239,7 +239,7 @@ impl Alertmanager {
             tick.tick().await;
             loop {
                 tick.tick().await;
-                if let Err(e) = me.resend(crate::source::wall_ns()).await {
+                if let Err(e) = me.resend(crate::clock::wall_ns()).await {
                     tracing::warn!(receiver = %me.name, error = %e, "Alertmanager re-send failed; will retry next interval.");
                 }
             }
@@ -261,7 +261,7 @@ impl Receiver for Alertmanager {
 
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
         Box::pin(async move {
-            let now = crate::source::wall_ns();
+            let now = crate::clock::wall_ns();
             let body = self.alert_body(n, now);
             if let Ok(mut m) = self.active.lock() {
                 let firing = n.state == AlertState::Firing;

@@ -56,7 +56,7 @@ pub fn safe_name(kind: &str, url: &str) -> Result<String, NotifyError> {
 
 fn backoff(p: &RetryPolicy, attempt: u32) -> Duration {
     let base = p.backoff.saturating_mul(1u32 << attempt.min(16));
-    let noise = (crate::source::wall_ns() % 1000) as f64 / 2000.0;
+    let noise = (crate::clock::wall_ns() % 1000) as f64 / 2000.0;
     (base + base.mul_f64(noise)).min(p.max_backoff)
 }
 

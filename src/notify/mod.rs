@@ -10,6 +10,7 @@
 pub mod alertmanager;
 pub mod http;
 pub mod pagerduty;
+pub mod route;
 pub mod slack;
 pub mod stdout;
 pub mod webhook;
@@ -207,7 +208,7 @@ struct Lane {
 pub struct Dispatcher {
     lanes: Vec<Lane>,
     wait_when_full: bool,
-    router: Option<crate::config::Router>,
+    router: Option<route::Router>,
 }
 
 /// The spool file of a receiver: its name made file-safe.
@@ -234,6 +235,25 @@ fn load_spool(path: &std::path::Path) -> Vec<Notification> {
         }),
         Err(_) => Vec::new(),
     }
+}
+
+/// One receiver's delivery counters, as the dispatcher reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReceiverSnapshot {
+    /// Receiver name (kind and host; no secrets).
+    pub name: String,
+    /// Delivered.
+    pub sent: u64,
+    /// Rejected for good.
+    pub failed: u64,
+    /// Dropped (queue full, shutdown without spool).
+    pub dropped: u64,
+    /// Transient failures retried.
+    pub retries: u64,
+    /// Waiting in the queue now.
+    pub queued: u64,
+    /// True when its last attempt failed.
+    pub degraded: bool,
 }
 
 /// Consecutive transient failures after which a notification is also
@@ -383,7 +403,7 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
         } else {
             let base = Duration::from_millis(500)
                 .saturating_mul(1u32 << failures.min(8).saturating_sub(1));
-            let jitter = base.mul_f64((crate::source::wall_ns() % 1000) as f64 / 4000.0);
+            let jitter = base.mul_f64((crate::clock::wall_ns() % 1000) as f64 / 4000.0);
             tokio::time::sleep((base + jitter).min(cfg.max_backoff)).await;
         }
     }
@@ -483,7 +503,7 @@ impl Dispatcher {
 
     /// Sends each notification only to the receivers its route selects
     /// (receiver indices in the order given at construction).
-    pub fn set_router(&mut self, router: crate::config::Router) {
+    pub fn set_router(&mut self, router: route::Router) {
         self.router = Some(router);
     }
 
@@ -509,12 +529,12 @@ impl Dispatcher {
     }
 
     /// Per-receiver counters and queue depth, for `/metrics` and `/readyz`.
-    pub fn snapshots(&self) -> Vec<crate::server::ReceiverSnapshot> {
+    pub fn snapshots(&self) -> Vec<ReceiverSnapshot> {
         self.lanes
             .iter()
             .map(|l| {
                 let s = &l.shared.stats;
-                crate::server::ReceiverSnapshot {
+                ReceiverSnapshot {
                     name: l.name.clone(),
                     sent: s.sent.load(Ordering::Relaxed),
                     failed: s.failed.load(Ordering::Relaxed),
@@ -815,7 +835,7 @@ mod tests {
             false,
         );
         d.set_fallback(0, 1);
-        d.set_router(crate::config::Router::default().with_always(vec![0]));
+        d.set_router(route::Router::default().with_always(vec![0]));
         d.dispatch(note(7)).await;
         for _ in 0..100 {
             if !fallback.got.lock().unwrap().is_empty() {

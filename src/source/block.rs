@@ -248,7 +248,7 @@ impl<R: Read> BlockSource for ReadBlocks<R> {
                 self.consumed += n as u64;
                 self.chunker.push_into(&self.buf[..n], &mut out);
                 if !out.is_empty() {
-                    arrival = Some(super::wall_ns());
+                    arrival = Some(crate::clock::wall_ns());
                     break;
                 }
             }

@@ -11,7 +11,7 @@
 //! Files are read round-robin in bounded slices, so one big file's backlog
 //! cannot starve the others or get far ahead of them in time.
 
-use crate::decode::Source;
+use super::Source;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -311,7 +311,7 @@ fn push_bounded(t: &mut Tracked, bytes: &[u8], stats: &mut FileStats) {
     let room = super::max_line_bytes().saturating_sub(t.pending.len());
     if bytes.len() > room {
         stats.truncated_lines += 1;
-        super::count_truncated();
+        crate::stats::count_truncated();
         t.skipping = true;
     }
     t.pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
@@ -343,7 +343,7 @@ pub fn spawn(
             let batch = FileBatch {
                 files,
                 offsets: tailer.offsets(),
-                arrival: super::wall_ns(),
+                arrival: crate::clock::wall_ns(),
             };
             if tx.blocking_send(batch).is_err() {
                 return;

@@ -9,9 +9,25 @@ pub mod loki;
 pub mod replay;
 pub mod stdin;
 
-/// The wall clock in nanoseconds since the epoch.
-pub fn wall_ns() -> i64 {
-    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+/// Where lines come from: a name (`stdin`, a file path, a Loki stream) and
+/// the labels every line of it carries. The decoder keeps one stream's
+/// context per source and prefix.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    /// Stream name used when the line names no pod.
+    pub name: String,
+    /// Labels every line of this source carries.
+    pub labels: Vec<(String, String)>,
+}
+
+impl Source {
+    /// A source with a name and no labels.
+    pub fn named(name: &str) -> Source {
+        Source {
+            name: name.to_string(),
+            labels: Vec::new(),
+        }
+    }
 }
 
 /// Default longest line kept; the rest of a longer line is discarded and
@@ -30,19 +46,6 @@ static MAX_LINE: std::sync::atomic::AtomicUsize =
 /// Values below [`MIN_LINE_BYTES`] are raised to it.
 pub fn set_max_line_bytes(n: usize) {
     MAX_LINE.store(n.max(MIN_LINE_BYTES), std::sync::atomic::Ordering::Relaxed);
-}
-
-static TRUNCATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Counts one line cut at the line bound (every reader calls this, so the
-/// total reaches `/metrics` whatever the source).
-pub fn count_truncated() {
-    TRUNCATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Lines cut at the line bound so far, over all readers of the process.
-pub fn truncated_lines() -> u64 {
-    TRUNCATED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The line bound in force (see [`set_max_line_bytes`]).

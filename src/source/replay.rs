@@ -7,7 +7,13 @@
 
 use super::block::{BlockSource, MergedBlocks, ReadBlocks};
 use super::stdin::{LineReader, ReadStats};
-use crate::decode::{peek_time, Source};
+use super::Source;
+
+/// Estimates a raw line's event time (`reference`: the previous line's, to
+/// complete stamps without a year); the merge orders lines by it. The
+/// decoder provides one ([`crate::decode::peek_time`]): reading a time is
+/// decoding, not reading.
+pub type TimeOf = fn(&str, Option<i64>) -> Option<i64>;
 use std::io::{self, BufRead};
 
 /// A replay error: a file that cannot be opened or read.
@@ -62,13 +68,13 @@ impl Input {
 
     /// Reads the next line; a line without a time of its own sorts with the
     /// line before it.
-    fn advance(&mut self) -> Result<(), ReplayError> {
+    fn advance(&mut self, time_of: TimeOf) -> Result<(), ReplayError> {
         let line = self.lines.next_line().map_err(|e| ReplayError {
             path: self.name.clone(),
             source: e,
         })?;
         self.next = line.map(|l| {
-            let t = peek_time(&l, self.last).or(self.last).unwrap_or(i64::MIN);
+            let t = time_of(&l, self.last).or(self.last).unwrap_or(i64::MIN);
             if t != i64::MIN {
                 self.last = Some(t);
             }
@@ -105,7 +111,8 @@ pub struct ReplayInput {
 }
 
 /// Opens files for replay; fails on the first that cannot be opened.
-pub fn open(files: &[String]) -> Result<ReplayInput, ReplayError> {
+/// Several files are merged by `time_of`.
+pub fn open(files: &[String], time_of: TimeOf) -> Result<ReplayInput, ReplayError> {
     if let [f] = files {
         let err = |e| ReplayError {
             path: f.to_string(),
@@ -124,7 +131,7 @@ pub fn open(files: &[String]) -> Result<ReplayInput, ReplayError> {
             total,
         });
     }
-    let merged = Merged::open(files)?;
+    let merged = Merged::open(files, time_of)?;
     let sources = merged.sources();
     let total = merged.progress().1;
     Ok(ReplayInput {
@@ -139,11 +146,13 @@ pub struct Merged {
     inputs: Vec<Input>,
     current: Option<usize>,
     line: String,
+    time_of: TimeOf,
 }
 
 impl Merged {
-    /// Opens every file; fails on the first that cannot be opened.
-    pub fn open(files: &[String]) -> Result<Merged, ReplayError> {
+    /// Opens every file; fails on the first that cannot be opened. Lines
+    /// are merged by `time_of`.
+    pub fn open(files: &[String], time_of: TimeOf) -> Result<Merged, ReplayError> {
         let mut inputs = files
             .iter()
             .map(|f| Input::open(f))
@@ -151,13 +160,14 @@ impl Merged {
         // A single file needs no merge and so no lookahead.
         if inputs.len() > 1 {
             for i in &mut inputs {
-                i.advance()?;
+                i.advance(time_of)?;
             }
         }
         Ok(Merged {
             inputs,
             current: None,
             line: String::new(),
+            time_of,
         })
     }
 
@@ -168,7 +178,7 @@ impl Merged {
             return Ok(self.next_single()?.map(|(_, l)| (0, l)));
         }
         if let Some(i) = self.current.take() {
-            self.inputs[i].advance()?;
+            self.inputs[i].advance(self.time_of)?;
         }
         let pick = self
             .inputs
@@ -239,7 +249,7 @@ mod tests {
         )
         .unwrap();
         let files = vec![a.display().to_string(), b.display().to_string()];
-        let mut m = Merged::open(&files).unwrap();
+        let mut m = Merged::open(&files, crate::decode::peek_time).unwrap();
         let sources = m.sources();
         let mut got = Vec::new();
         while let Some((i, l)) = m.next_indexed().unwrap() {
@@ -250,6 +260,10 @@ mod tests {
             .map(|s| s.split("msg\":\"").nth(1).map_or(s.as_str(), |r| &r[..2]))
             .collect();
         assert_eq!(short, vec!["a1", "a.log:plain a2", "b1", "b0", "a3"]);
-        assert!(Merged::open(&["/nonexistent/x.log".to_string()]).is_err());
+        assert!(Merged::open(
+            &["/nonexistent/x.log".to_string()],
+            crate::decode::peek_time
+        )
+        .is_err());
     }
 }

@@ -71,7 +71,7 @@ impl<R: BufRead> LineReader<R> {
         }
         if overflow {
             self.stats.truncated += 1;
-            super::count_truncated();
+            crate::stats::count_truncated();
         }
         while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
             self.buf.pop();
@@ -125,7 +125,7 @@ impl Chunker {
                         let room = super::max_line_bytes().saturating_sub(self.pending.len());
                         if nl > room {
                             self.stats.truncated += 1;
-                            super::count_truncated();
+                            crate::stats::count_truncated();
                         }
                         self.pending.extend_from_slice(&bytes[..nl.min(room)]);
                         out.append(&mut self.pending);
@@ -140,7 +140,7 @@ impl Chunker {
                         if bytes.len() > room {
                             // Emit the cut line now and drop the rest of it.
                             self.stats.truncated += 1;
-                            super::count_truncated();
+                            crate::stats::count_truncated();
                             self.pending.extend_from_slice(&bytes[..room]);
                             out.append(&mut self.pending);
                             out.push(b'\n');

@@ -302,7 +302,7 @@ pub async fn run_poller(
     let mut failures: u32 = 0;
     let mut last_config_error: Option<String> = None;
     loop {
-        let now = crate::source::wall_ns();
+        let now = crate::clock::wall_ns();
         let wait = match poller.poll(now).await {
             Ok(entries) => {
                 if failures > 0 {
@@ -348,7 +348,7 @@ pub async fn run_poller(
 /// jitter so replicas do not retry in step.
 pub fn backoff(failures: u32) -> Duration {
     let base = Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(MAX_BACKOFF);
-    let noise = (crate::source::wall_ns() % 1000) as f64 / 4000.0;
+    let noise = (crate::clock::wall_ns() % 1000) as f64 / 4000.0;
     base.mul_f64(1.0 + noise).min(MAX_BACKOFF)
 }
 

@@ -164,7 +164,7 @@ impl Tail {
         let from = self
             .last_ts
             .saturating_sub(i64::try_from(self.cfg.lag.as_nanos()).unwrap_or(0));
-        if !self.backfill(from, super::super::wall_ns()).await? {
+        if !self.backfill(from, crate::clock::wall_ns()).await? {
             return Ok(false);
         }
         while let Some(msg) = ws.next().await {

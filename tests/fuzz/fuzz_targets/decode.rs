@@ -4,15 +4,16 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sigwatch::decode::{payload, peek_time, Decoder, Source};
-use sigwatch::rules::KeyConfig;
+use sigwatch::decode::{payload, peek_time, Decoder};
+use sigwatch::source::Source;
+use sigwatch::decode::KeyConfig;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let _ = payload::decode(&text, None);
     let _ = payload::quick_time(&text, None);
-    let _ = payload::quick_get(&text, "nodeID");
-    let _ = payload::quick_get_path(&text, "involvedObject.name");
+    let _ = sigwatch::decode::quick::quick_get(&text, "nodeID");
+    let _ = sigwatch::decode::quick::quick_get_path(&text, "involvedObject.name");
     let _ = peek_time(&text, Some(0));
     let keys = [
         "node".to_string(),

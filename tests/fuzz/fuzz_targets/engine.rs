@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sigwatch::decode::Source;
+use sigwatch::source::Source;
 use std::sync::LazyLock;
 
 static RULES: LazyLock<Option<sigwatch::rules::RuleSet>> =

@@ -1,0 +1,80 @@
+//! zap's console encoder: `time\tLEVEL\tlogger\tcaller\tmessage\t{json}`
+//! (also with the tabs turned into runs of spaces).
+
+use super::{Fields, Format, Level, Payload};
+use crate::decode::time::parse_rfc3339;
+use serde_json::Value;
+
+const CONSOLE_LEVELS: &[&str] = &[
+    "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "DPANIC", "PANIC", "FATAL",
+];
+
+pub(super) fn is_caller(s: &str) -> bool {
+    s.rsplit_once(':').is_some_and(|(f, l)| {
+        f.contains('.') && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// zap console: tab separated, or with the tabs turned into runs of spaces
+/// (as happens when lines are copied from a terminal).
+pub(super) fn decode_console(t: &str) -> Option<Payload> {
+    let b = t.as_bytes();
+    if b.len() < 24 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let (ts, rest) = t.split_once(['\t', ' '])?;
+    let time = parse_rfc3339(ts)?;
+    let rest = rest.trim_start();
+    let (lvl, rest) = rest.split_once(['\t', ' ']).unwrap_or((rest, ""));
+    if !CONSOLE_LEVELS.contains(&lvl) {
+        return None;
+    }
+    let rest = rest.trim_start_matches([' ', '\t']);
+    // Trailing JSON object of fields.
+    let (head, fields) = match rest
+        .find("\t{")
+        .or_else(|| rest.find("  {\""))
+        .or_else(|| rest.find(" {\""))
+    {
+        Some(i) if rest.trim_end().ends_with('}') => {
+            let js = rest[i..].trim();
+            match serde_json::from_str::<Value>(js) {
+                Ok(Value::Object(m)) => (&rest[..i], Fields::Json(m)),
+                _ => (rest, Fields::None),
+            }
+        }
+        _ => (rest, Fields::None),
+    };
+    // head: [logger] [caller] msg — tab separated, or whitespace runs.
+    let parts: Vec<&str> = if head.contains('\t') {
+        head.split('\t').collect()
+    } else {
+        head.split("  ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let mut fields_out = fields;
+    let message = match parts.iter().position(|p| is_caller(p.trim())) {
+        Some(ci) => {
+            let logger = if ci > 0 { Some(parts[0].trim()) } else { None };
+            if let (Some(l), Fields::Json(m)) = (logger, &mut fields_out) {
+                m.entry("logger")
+                    .or_insert_with(|| Value::String(l.to_string()));
+            }
+            parts[ci + 1..].join(" ").trim().to_string()
+        }
+        None => parts
+            .last()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+    };
+    Some(Payload {
+        format: Format::Console,
+        time: Some(time),
+        level: Level::parse(lvl),
+        message,
+        fields: fields_out,
+        malformed: false,
+    })
+}

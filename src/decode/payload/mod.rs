@@ -1,0 +1,386 @@
+//! Payload formats: JSON objects (zap production, kube events, journald),
+//! zap console lines, klog, syslog-style journal lines, Go `log` prefixes,
+//! logfmt, and plain text. Each yields time, level, message and fields; a
+//! line that fits no structured format is still an event whose message is
+//! the line. One file per family of formats; this one holds what they share
+//! and the dispatch that picks one.
+
+mod console;
+mod golog;
+mod journal;
+mod json;
+mod logfmt;
+
+pub use logfmt::parse_pairs;
+
+use super::quick::quick_get;
+use super::time::{parse_any, parse_rfc3339};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// Normalised severity of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// trace / debug.
+    Debug,
+    /// info / notice.
+    Info,
+    /// warn / warning.
+    Warn,
+    /// error.
+    Error,
+    /// fatal / panic / critical.
+    Fatal,
+}
+
+impl Level {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+            Level::Fatal => "fatal",
+        }
+    }
+
+    /// Parses level names of zap, logrus, slog, klog letters and syslog numbers.
+    pub fn parse(s: &str) -> Option<Level> {
+        let s = s.trim();
+        Some(match s.to_ascii_lowercase().as_str() {
+            "trace" | "debug" | "dbug" | "7" => Level::Debug,
+            "info" | "information" | "notice" | "i" | "5" | "6" => Level::Info,
+            "warn" | "warning" | "w" | "4" => Level::Warn,
+            "error" | "err" | "e" | "3" => Level::Error,
+            "fatal" | "panic" | "dpanic" | "critical" | "crit" | "alert" | "emerg" | "f" | "0"
+            | "1" | "2" => Level::Fatal,
+            _ => return None,
+        })
+    }
+}
+
+/// Which format a payload was read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON object.
+    Json,
+    /// zap console: `time\tLEVEL\tlogger\tcaller\tmsg\t{json}`.
+    Console,
+    /// klog: `I0501 12:00:40.118204 1187 file.go:107] "msg" k="v"`.
+    Klog,
+    /// logfmt: `level=info msg="…"`.
+    Logfmt,
+    /// Go `log` prefix: `redis: 2024/05/01 12:00:03 pool.go:762: …`.
+    GoLog,
+    /// Anything else.
+    Plain,
+}
+
+/// Fields of a decoded payload.
+#[derive(Debug, Clone, Default)]
+pub enum Fields {
+    /// No fields.
+    #[default]
+    None,
+    /// A JSON object.
+    Json(Map<String, Value>),
+    /// Key-value pairs (logfmt, klog, syslog header).
+    Pairs(Vec<(String, String)>),
+}
+
+impl Fields {
+    /// Looks up a field by name, then as a dotted path into nested objects.
+    pub fn get(&self, path: &str) -> Option<Cow<'_, str>> {
+        match self {
+            Fields::None => None,
+            Fields::Pairs(p) => p
+                .iter()
+                .rev()
+                .find(|(k, _)| k == path)
+                .map(|(_, v)| Cow::Borrowed(v.as_str())),
+            Fields::Json(m) => json::json_path(m, path).and_then(value_str),
+        }
+    }
+}
+
+/// The text of a JSON value: strings as is, scalars printed, null absent.
+pub fn value_str(v: &Value) -> Option<Cow<'_, str>> {
+    match v {
+        Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+        Value::Null => None,
+        Value::Bool(b) => Some(Cow::Owned(b.to_string())),
+        Value::Number(n) => Some(Cow::Owned(n.to_string())),
+        other => Some(Cow::Owned(other.to_string())),
+    }
+}
+
+/// A decoded payload.
+#[derive(Debug, Clone)]
+pub struct Payload {
+    /// Detected format.
+    pub format: Format,
+    /// Event time from the payload itself (ns).
+    pub time: Option<i64>,
+    /// Level.
+    pub level: Option<Level>,
+    /// Message.
+    pub message: String,
+    /// Fields.
+    pub fields: Fields,
+    /// True when the line looked structured but did not parse.
+    pub malformed: bool,
+}
+
+pub(super) const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log"];
+
+/// Time keys of structured lines, in order of preference (journald's
+/// microsecond `__REALTIME_TIMESTAMP`, first in the list, is read apart).
+pub(super) const TIME_KEYS: &[&str] = super::time::TIME_FIELDS.split_at(1).1;
+
+pub(super) const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
+
+/// The format [`decode`] would most likely pick, from the first bytes only:
+/// cheap enough for every line (the `lines by format` counters), exact
+/// only where the header is unambiguous. Names: `json`, `console`,
+/// `syslog`, `klog`, `golog`, `logfmt`, `plain`.
+pub fn sniff(text: &str) -> &'static str {
+    let t = text.trim_start();
+    let b = t.as_bytes();
+    match b.first() {
+        None => return "plain",
+        Some(b'{') => return "json",
+        _ => {}
+    }
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    if b.len() >= 24 && digit(0) && b[4] == b'-' && b.get(10) == Some(&b'T') {
+        return "console";
+    }
+    if b.len() > 16
+        && t.get(..3)
+            .and_then(super::time::month_from_abbrev)
+            .is_some()
+        && b[3] == b' '
+    {
+        return "syslog";
+    }
+    if matches!(b[0], b'I' | b'W' | b'E' | b'F') && (1..5).all(digit) && b.get(5) == Some(&b' ') {
+        return "klog";
+    }
+    if let Some(start) = b.iter().take(41).position(u8::is_ascii_digit) {
+        if golog::golog_header(&b[start..]) {
+            return "golog";
+        }
+    }
+    let first = memchr::memchr(b' ', b).unwrap_or(b.len());
+    if let Some(eq) = memchr::memchr(b'=', &b[..first]) {
+        if logfmt::logfmt_key(&t[..eq]) && memchr::memchr(b'=', &b[first..]).is_some() {
+            return "logfmt";
+        }
+    }
+    "plain"
+}
+
+/// Decodes a payload. `reference` is a nearby known time used to complete
+/// stamps that carry no year (klog, syslog).
+pub fn decode(text: &str, reference: Option<i64>) -> Payload {
+    let t = text.trim_end_matches(['\r', '\n']);
+    if t.trim_start().starts_with('{') {
+        return json::decode_json(t);
+    }
+    if let Some(p) = console::decode_console(t) {
+        return p;
+    }
+    if let Some(p) = journal::decode_syslog(t, reference) {
+        return p;
+    }
+    if let Some(p) = journal::decode_klog(t, reference) {
+        return p;
+    }
+    if let Some(p) = golog::decode_golog(t) {
+        return p;
+    }
+    if let Some(p) = logfmt::decode_logfmt(t) {
+        return p;
+    }
+    plain(t, false)
+}
+
+pub(super) fn plain(t: &str, malformed: bool) -> Payload {
+    Payload {
+        format: Format::Plain,
+        time: None,
+        level: None,
+        message: t.to_string(),
+        fields: Fields::None,
+        malformed,
+    }
+}
+
+/// The cheap time extraction for lines that need no full decode.
+pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        if let Some(us) = quick_get(t, "__REALTIME_TIMESTAMP").and_then(|v| v.parse::<i64>().ok()) {
+            return Some(us.saturating_mul(1000));
+        }
+        return TIME_KEYS
+            .iter()
+            .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)));
+    }
+    header_time(t, reference).or_else(|| {
+        ["ts", "time", "timestamp"]
+            .iter()
+            .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)))
+    })
+}
+
+/// Time from a line's header: zap console (RFC 3339 first), journal
+/// (syslog), klog, Go `log`. None for JSON and logfmt lines.
+pub fn header_time(t: &str, reference: Option<i64>) -> Option<i64> {
+    let b = t.as_bytes();
+    let first = *b.first()?;
+    if b.len() >= 20 && first.is_ascii_digit() && b[4] == b'-' {
+        let end = memchr::memchr2(b'\t', b' ', b).unwrap_or(b.len());
+        return parse_rfc3339(&t[..end]);
+    }
+    if first.is_ascii_uppercase() {
+        return journal::syslog_time(t, reference).or_else(|| journal::klog_time(t, reference));
+    }
+    golog::decode_golog(t).and_then(|p| p.time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::quick::quick_get;
+
+    #[test]
+    fn zap_json_with_duplicate_keys() {
+        let p = decode(
+            r#"{"level":"error","ts":1714568400.5533901,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_a","nodeID":"ND_b"}"#,
+            None,
+        );
+        assert_eq!(p.format, Format::Json);
+        assert_eq!(p.level, Some(Level::Error));
+        assert_eq!(p.message, "failed to mark as draining");
+        assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_b"));
+        // serde_json reads floats as f64: microsecond precision at epoch scale.
+        assert!((p.time.unwrap() - 1_714_568_400_553_390_100).abs() < 1_000);
+    }
+
+    #[test]
+    fn nested_and_dotted_paths() {
+        let p = decode(
+            r#"{"source":{"host":"node-a"},"rtc.portTCP":7881,"involvedObject":{"name":"p-1"}}"#,
+            None,
+        );
+        assert_eq!(p.fields.get("source.host").as_deref(), Some("node-a"));
+        assert_eq!(p.fields.get("rtc.portTCP").as_deref(), Some("7881"));
+        assert_eq!(p.fields.get("involvedObject.name").as_deref(), Some("p-1"));
+    }
+
+    #[test]
+    fn zap_console_tabs_and_spaces() {
+        let l = "2025-07-17T12:01:25.055Z\tINFO\tlivekit\tservice/server.go:265\tstarting LiveKit server\t{\"portHttp\": 7880, \"nodeID\": \"ND_GqLvytWtqkB7\"}";
+        let p = decode(l, None);
+        assert_eq!(p.format, Format::Console);
+        assert_eq!(p.message, "starting LiveKit server");
+        assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_GqLvytWtqkB7"));
+        assert_eq!(p.fields.get("logger").as_deref(), Some("livekit"));
+        let s = "2024-07-07T10:42:41.982Z        ERROR   egress  service/io.go:47        failed to create egress {\"nodeID\": \"NE_s7aGJGh4RzTK\", \"error\": \"no response from servers\"}";
+        let p = decode(s, None);
+        assert_eq!(p.format, Format::Console);
+        assert_eq!(p.level, Some(Level::Error));
+        assert_eq!(p.message, "failed to create egress");
+        assert_eq!(
+            p.fields.get("error").as_deref(),
+            Some("no response from servers")
+        );
+        let offs = decode("2024-07-17T12:19:35.209+0300\tINFO\tlivekit\trtc/participant.go:874\tparticipant closing\t{\"room\": \"r\"}", None);
+        assert_eq!(offs.time, parse_rfc3339("2024-07-17T09:19:35.209Z"));
+    }
+
+    #[test]
+    fn klog_and_syslog() {
+        let reference = parse_rfc3339("2024-05-01T00:00:00Z");
+        let l = r#"I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" probeType="Liveness" pod="livekit/livekit-server-0" output="HTTP probe failed with statuscode: 406""#;
+        let p = decode(l, reference);
+        assert_eq!(p.format, Format::Klog);
+        assert_eq!(p.message, "Probe failed");
+        assert_eq!(
+            p.fields.get("pod").as_deref(),
+            Some("livekit/livekit-server-0")
+        );
+        assert_eq!(p.time, parse_rfc3339("2024-05-01T12:00:40.118204Z"));
+        let s = format!("May 01 12:00:40 node-a kubelet[1187]: {l}");
+        let p = decode(&s, reference);
+        assert_eq!(p.format, Format::Klog);
+        assert_eq!(p.fields.get("host").as_deref(), Some("node-a"));
+        assert_eq!(p.fields.get("probeType").as_deref(), Some("Liveness"));
+        let e = decode(
+            r#"E0501 12:03:02.145522 1187 pod_workers.go:1298] "Error syncing pod, skipping" err="failed to \"StartContainer\"""#,
+            reference,
+        );
+        assert_eq!(e.level, Some(Level::Error));
+        assert_eq!(
+            e.fields.get("err").as_deref(),
+            Some("failed to \"StartContainer\"")
+        );
+    }
+
+    #[test]
+    fn golog_logfmt_plain() {
+        let g = decode("redis: 2024/05/01 12:00:03 pool.go:762: redis: connection pool: failed to dial after 5 attempts: dial tcp 10.0.0.21:6379: connect: connection refused", None);
+        assert_eq!(g.format, Format::GoLog);
+        assert_eq!(g.time, parse_rfc3339("2024-05-01T12:00:03Z"));
+        let l = decode(
+            r#"time=2024-05-01T12:00:00Z level=warn msg="slow request" upstream=10.2.0.14:9090"#,
+            None,
+        );
+        assert_eq!(l.format, Format::Logfmt);
+        assert_eq!(l.level, Some(Level::Warn));
+        assert_eq!(l.fields.get("upstream").as_deref(), Some("10.2.0.14:9090"));
+        let p = decode(
+            "could not register node: READONLY You can't write against a read only replica.",
+            None,
+        );
+        assert_eq!(p.format, Format::Plain);
+        let bad = decode("{\"level\":\"info\",\"msg\":\"trunc", None);
+        assert!(bad.malformed);
+        assert_eq!(bad.message, "{\"level\":\"info\",\"msg\":\"trunc");
+    }
+
+    #[test]
+    fn envelopes_expose_the_inner_line() {
+        // Fluent Bit / Vector record around a zap JSON line.
+        let fb = r#"{"log":"{\"level\":\"error\",\"ts\":1714568400.5,\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_q\"}\n","stream":"stderr","kubernetes":{"pod_name":"lk-0","host":"node-7"}}"#;
+        let p = decode(fb, None);
+        assert_eq!(p.message, "failed to mark as draining");
+        assert_eq!(p.level, Some(Level::Error));
+        assert_eq!(p.fields.get("nodeID").as_deref(), Some("ND_q"));
+        assert_eq!(p.fields.get("kubernetes.host").as_deref(), Some("node-7"));
+        assert_eq!(quick_get(fb, "nodeID").as_deref(), Some("ND_q"));
+        // journald JSON around a klog line.
+        let j = r#"{"_HOSTNAME":"node-a","__REALTIME_TIMESTAMP":"1714564840118204","MESSAGE":"I0501 12:00:40.118204    1187 prober.go:107] \"Probe failed\" probeType=\"Liveness\" pod=\"prod/api-0\""}"#;
+        let p = decode(j, None);
+        assert_eq!(p.message, "Probe failed");
+        assert_eq!(p.fields.get("pod").as_deref(), Some("prod/api-0"));
+        assert_eq!(p.time, Some(1_714_564_840_118_204_000));
+        assert_eq!(quick_get(j, "pod").as_deref(), Some("prod/api-0"));
+    }
+
+    #[test]
+    fn quick_time_agrees_with_decode() {
+        let lines = [
+            r#"{"level":"info","ts":1714568405.554187,"msg":"x"}"#,
+            "2025-07-17T12:01:25.055Z\tINFO\tlivekit\tservice/server.go:265\tstarting",
+            "redis: 2024/05/01 12:00:03 pool.go:762: redis: x",
+            r#"I0501 12:00:40.118204    1187 prober.go:107] "Probe failed""#,
+        ];
+        let r = parse_rfc3339("2024-05-01T00:00:00Z");
+        for l in lines {
+            assert_eq!(quick_time(l, r), decode(l, r).time, "{l}");
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The decode stage's counters: lines, partial and multi-line joins, every
+//! drop (cut, malformed, absurd time), and lines by wrapper and format.
+
+/// Counters of the decode stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DecodeStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Partial chunks joined into a line.
+    pub partial_chunks: u64,
+    /// Reassembled lines cut at the line bound (`--max-line-bytes`).
+    pub partial_overflow: u64,
+    /// Lines that looked structured but did not parse (kept as plain text).
+    pub malformed: u64,
+    /// Streams forgotten because more than [`super::MAX_STREAMS`] were active.
+    pub streams_evicted: u64,
+    /// Lines whose time came from no clock of their own or their stream.
+    pub untimed: u64,
+    /// Streams found to mix producers (sticky inheritance turned off).
+    pub multiplexed_streams: u64,
+    /// Pretty-printed JSON objects reassembled from several lines.
+    pub json_blocks: u64,
+    /// Lines whose own timestamp was absurd (before 2000 or after 2200) and
+    /// was ignored, so one bad line cannot drag event time away.
+    pub bad_time: u64,
+    /// Items split out of Kubernetes `List` objects.
+    pub list_items: u64,
+    /// Lines by wrapper and payload format (see [`super::payload::sniff`]).
+    pub formats: FormatCounts,
+}
+
+/// Lines by wrapper and by payload format. Wrappers overlap formats: a CRI
+/// line carrying JSON counts once under `cri` and once under `json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FormatCounts {
+    /// Container runtime wrapper: CRI (containerd, CRI-O).
+    pub cri: u64,
+    /// Container runtime wrapper: Docker json-file.
+    pub docker: u64,
+    /// `kubectl logs --prefix` or stern prefix.
+    pub prefixed: u64,
+    /// JSON objects (incl. shipper envelopes and Kubernetes events).
+    pub json: u64,
+    /// zap console.
+    pub console: u64,
+    /// syslog / journal text lines.
+    pub syslog: u64,
+    /// klog.
+    pub klog: u64,
+    /// Go `log` prefix.
+    pub golog: u64,
+    /// logfmt.
+    pub logfmt: u64,
+    /// Anything else.
+    pub plain: u64,
+}
+
+impl FormatCounts {
+    pub(super) fn add(&mut self, format: &str) {
+        match format {
+            "json" => self.json += 1,
+            "console" => self.console += 1,
+            "syslog" => self.syslog += 1,
+            "klog" => self.klog += 1,
+            "golog" => self.golog += 1,
+            "logfmt" => self.logfmt += 1,
+            _ => self.plain += 1,
+        }
+    }
+
+    /// (name, count) of the non-zero counters, wrappers first.
+    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("cri", self.cri),
+            ("docker", self.docker),
+            ("prefixed", self.prefixed),
+            ("json", self.json),
+            ("console", self.console),
+            ("syslog", self.syslog),
+            ("klog", self.klog),
+            ("golog", self.golog),
+            ("logfmt", self.logfmt),
+            ("plain", self.plain),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+}

@@ -1,0 +1,18 @@
+//! Process-wide counters that several stages feed and `/metrics` reads:
+//! kept here, not in the stage that happens to count first, so the server
+//! depends on no source module to report them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static TRUNCATED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one line cut at the line bound (every reader calls this, so the
+/// total reaches `/metrics` whatever the source).
+pub fn count_truncated() {
+    TRUNCATED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Lines cut at the line bound so far, over all readers of the process.
+pub fn truncated_lines() -> u64 {
+    TRUNCATED.load(Ordering::Relaxed)
+}
