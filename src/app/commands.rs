@@ -1,0 +1,198 @@
+//! The offline commands: `check` (rules and their examples), `test` (rule
+//! test files) and `explain` (a line through the decoder and matcher).
+
+use super::{load_rules, RulesOptions};
+use std::path::PathBuf;
+
+/// `sigwatch explain`: each line (or stdin's) through the decoder and
+/// matcher, step by step; `only` names rules to show even when none of
+/// their literals occur. Returns the exit status.
+pub fn explain(rules: &RulesOptions, only: &[String], lines: &[String]) -> u8 {
+    let set = match load_rules(rules) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    for id in only {
+        if !set.rules.iter().any(|r| &r.id == id) {
+            eprintln!("no rule {id:?} in the rule set");
+            return 1;
+        }
+    }
+    let mut ex = match crate::explain::Explainer::new(set) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    if !lines.is_empty() {
+        for l in lines {
+            print!("{}", ex.explain(l, only));
+        }
+        return 0;
+    }
+    let mut reader = crate::source::stdin::LineReader::new(std::io::stdin().lock());
+    loop {
+        match reader.next_line_ref() {
+            Ok(Some(l)) => print!("{}", ex.explain(l, only)),
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("stdin: {e}");
+                return 1;
+            }
+        }
+    }
+}
+
+/// `sigwatch test`: runs rule test files (directories: their YAML files),
+/// prints each case and a diff for failures. Returns the exit status.
+pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
+    let set = match load_rules(rules) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = match std::fs::read_dir(p) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|e| {
+                        e.is_file() && e.extension().is_some_and(|x| x == "yaml" || x == "yml")
+                    })
+                    .collect(),
+                Err(e) => {
+                    eprintln!("{}: {e}", p.display());
+                    return 1;
+                }
+            };
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let (mut passed, mut failed) = (0, 0);
+    for f in &files {
+        println!("{}", f.display());
+        match crate::ruletest::run_file(f, &set) {
+            Ok(results) => {
+                for r in &results {
+                    print!("{}", crate::ruletest::render(r));
+                    if r.passed {
+                        passed += 1;
+                    } else {
+                        failed += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                println!("  ERROR {e}");
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "\n{passed} passed, {failed} failed ({} file{})",
+        files.len(),
+        if files.len() == 1 { "" } else { "s" }
+    );
+    if failed > 0 || passed == 0 {
+        1
+    } else {
+        0
+    }
+}
+
+/// `sigwatch check`: validates the rules and their inline examples and
+/// prints one line per rule, or (with `literals`) the automaton's literals.
+/// Returns the exit status.
+pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
+    let set = match load_rules(rules) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    if literals {
+        return match crate::matcher::Matcher::new(&set) {
+            Ok(m) => {
+                for l in m.literals() {
+                    println!("{l}");
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("sigwatch: {e}");
+                1
+            }
+        };
+    }
+    let failures = match crate::check_examples(&set) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("sigwatch: {e}");
+            return 1;
+        }
+    };
+    for r in &set.rules {
+        let (m, n) = (&r.examples.0, &r.examples.1);
+        let bad = failures.iter().filter(|f| f.rule == r.id).count();
+        let verdict = if bad == 0 { "ok" } else { "FAIL" };
+        println!(
+            "{verdict:4} {:<34} {:<8} {:<8} group_by={:<10} examples={}+{} {}:{}",
+            r.id,
+            r.severity.as_str(),
+            r.detect.kind(),
+            if r.group_by.is_empty() {
+                "-".to_string()
+            } else {
+                r.group_by.join(",")
+            },
+            m.len(),
+            n.len(),
+            r.origin.file,
+            r.origin.line
+        );
+        if m.is_empty() || n.is_empty() {
+            println!(
+                "     warning: {} has no {} examples",
+                r.id,
+                if m.is_empty() { "match" } else { "no_match" }
+            );
+        }
+    }
+    for f in &failures {
+        eprintln!(
+            "{}:{}:1: rule {}: example {}: {}",
+            f.origin.file,
+            f.origin.line,
+            f.rule,
+            if f.expected_match {
+                "should match but does not"
+            } else {
+                "should not match but does"
+            },
+            f.line
+        );
+    }
+    if failures.is_empty() {
+        println!(
+            "{} rules, {} literals, all examples pass",
+            set.rules.len(),
+            crate::matcher::Matcher::new(&set)
+                .map(|m| m.literal_count())
+                .unwrap_or(0)
+        );
+        0
+    } else {
+        1
+    }
+}

@@ -1,0 +1,198 @@
+//! The assembled pipeline: what `sigwatch run` and `sigwatch replay` build
+//! around the [`Engine`] — sources (stdin, files, Loki pollers and tails,
+//! their checkpoints), receivers (stdout, webhooks, Alertmanager, Slack,
+//! PagerDuty, routes and fallbacks, each in its own lane), the live loop
+//! with its clock, reloads, state and shutdown, and the replay loop with
+//! its progress and summary. It is a library module so tests and embedders
+//! build exactly the pipeline the command line does; `main.rs` only parses
+//! flags and calls in here.
+//!
+//! The option groups derive `clap::Args` so the command line flattens them
+//! as they are; an embedder fills them from `Default` instead.
+
+pub mod commands;
+pub mod live;
+pub mod receivers;
+pub mod replay;
+pub mod sources;
+
+use crate::engine::{Engine, Options};
+use crate::rules::duration::Dur;
+use crate::rules::{self, RuleSet};
+use std::path::PathBuf;
+
+/// What can stop the pipeline from starting or running.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The rule files are invalid (every error, located).
+    #[error("invalid rules:\n{0}")]
+    Rules(#[from] rules::RuleErrors),
+    /// The literal automaton could not be built.
+    #[error(transparent)]
+    Matcher(#[from] crate::matcher::MatcherError),
+    /// The configuration file is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// A replayed file cannot be opened or read.
+    #[error(transparent)]
+    Replay(#[from] crate::source::replay::ReplayError),
+    /// A file or socket the pipeline needs.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Options that do not fit together, or a receiver or source that
+    /// cannot be set up (the message says which and why).
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl AppError {
+    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> AppError {
+        let what = what.into();
+        move |source| AppError::Io { what, source }
+    }
+}
+
+/// Which rules to load.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RulesOptions {
+    /// Rule file or directory (repeatable). Default: the built-in pack.
+    #[arg(long = "rules", value_name = "PATH")]
+    pub rules: Vec<PathBuf>,
+}
+
+fn parse_dur(s: &str) -> Result<Dur, String> {
+    Dur::parse(s)
+}
+
+/// What every pipeline (run and replay) is built from: rules, receivers,
+/// timing and bounds.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PipelineOptions {
+    #[command(flatten)]
+    /// Which rules to load.
+    pub rules: RulesOptions,
+    /// Also POST every notification as JSON to this URL (env: SIGWATCH_WEBHOOK_URL).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SIGWATCH_WEBHOOK_URL",
+        hide_env_values = true
+    )]
+    pub webhook: Option<String>,
+    /// Also send alerts to this Alertmanager (v2 API), e.g. http://alertmanager:9093.
+    /// Repeat for every instance of an Alertmanager cluster: each gets every alert.
+    #[arg(long, value_name = "URL")]
+    pub alertmanager: Vec<String>,
+    /// Extra webhook header, "Name: value" (repeatable). A signing secret
+    /// comes from SIGWATCH_WEBHOOK_SECRET or --webhook-secret-file.
+    #[arg(long = "webhook-header", value_name = "HEADER")]
+    pub webhook_headers: Vec<String>,
+    /// File holding the webhook HMAC-SHA256 secret (X-Sigwatch-Signature).
+    #[arg(long, value_name = "FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Slack incoming-webhook URL from this file (or env SIGWATCH_SLACK_WEBHOOK_URL).
+    #[arg(long, value_name = "FILE")]
+    pub slack_webhook_file: Option<PathBuf>,
+    /// PagerDuty Events v2 routing key from this file (or env SIGWATCH_PAGERDUTY_ROUTING_KEY).
+    #[arg(long, value_name = "FILE")]
+    pub pagerduty_key_file: Option<PathBuf>,
+    /// PagerDuty events endpoint (default https://events.pagerduty.com/v2/enqueue).
+    #[arg(long, value_name = "URL")]
+    pub pagerduty_url: Option<String>,
+    /// This sigwatch's own URL, used as the alerts' generatorURL.
+    #[arg(long, value_name = "URL")]
+    pub external_url: Option<String>,
+    /// Do not print notifications on stdout (useful with --webhook).
+    #[arg(long)]
+    pub no_stdout: bool,
+    /// How late an event may arrive behind the newest one and still count in its window.
+    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    pub lateness: Dur,
+    /// Webhook request timeout.
+    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    pub webhook_timeout: Dur,
+    /// Longest wait for queued notifications at exit.
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    pub shutdown_timeout: Dur,
+    /// Configuration file (sigwatch.yaml): sources, receivers, routes;
+    /// command-line flags override it.
+    #[arg(long, value_name = "FILE", env = "SIGWATCH_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Print pipeline counters as JSON on stderr at exit.
+    #[arg(long)]
+    pub stats: bool,
+    /// Longest line kept, in bytes (at least 1024); the rest of a longer line
+    /// is dropped and counted (`truncated_lines`). Also bounds reassembled
+    /// CRI/Docker partial lines and multi-line JSON.
+    #[arg(long, default_value_t = crate::source::MAX_LINE_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_line_bytes: u64,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            rules: RulesOptions::default(),
+            webhook: None,
+            alertmanager: Vec::new(),
+            webhook_headers: Vec::new(),
+            webhook_secret_file: None,
+            slack_webhook_file: None,
+            pagerduty_key_file: None,
+            pagerduty_url: None,
+            external_url: None,
+            no_stdout: false,
+            lateness: Dur::secs(5),
+            webhook_timeout: Dur::secs(5),
+            shutdown_timeout: Dur::secs(10),
+            config: None,
+            stats: false,
+            max_line_bytes: crate::source::MAX_LINE_BYTES as u64,
+        }
+    }
+}
+
+/// Loads the rules named (or the built-in pack).
+pub fn load_rules(a: &RulesOptions) -> Result<RuleSet, rules::RuleErrors> {
+    if a.rules.is_empty() {
+        rules::load_builtin()
+    } else {
+        rules::load_paths(&a.rules)
+    }
+}
+
+/// The engine of a pipeline: its rules, bounds and lateness; `live` lets
+/// arrival time stand in for a missing event time.
+pub fn build_engine(p: &PipelineOptions, live: bool) -> Result<Engine, AppError> {
+    crate::source::set_max_line_bytes(usize::try_from(p.max_line_bytes).unwrap_or(usize::MAX));
+    let set = load_rules(&p.rules)?;
+    tracing::info!(rules = set.rules.len(), "Rules loaded.");
+    Ok(Engine::new(
+        set,
+        Options {
+            live,
+            lateness_ns: p.lateness.ns(),
+        },
+    )?)
+}
+
+/// A secret from a file (trimmed) or, failing that, the environment.
+pub fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>, AppError> {
+    if let Some(f) = file {
+        let s = std::fs::read_to_string(f)
+            .map_err(AppError::io(format!("cannot read {}", f.display())))?;
+        return Ok(Some(s.trim().to_string()));
+    }
+    Ok(std::env::var(env).ok().filter(|s| !s.is_empty()))
+}
+
+/// Nanoseconds of a duration option as a `std::time::Duration` (at least 1 ns).
+fn duration(d: Dur) -> std::time::Duration {
+    std::time::Duration::from_nanos(d.ns().max(1) as u64)
+}

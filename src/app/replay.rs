@@ -1,0 +1,235 @@
+//! The replay of `sigwatch replay`: event time only, never the clock; a
+//! progress bar on a terminal and a summary at the end.
+
+use super::live::{deliver, finish};
+use super::{build_engine, receivers, AppError, PipelineOptions};
+use crate::alert::Notification;
+use crate::engine::Engine;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How a replay ends: a table on stderr, one structured log event (with
+/// `--log-format json`, so stderr stays one JSON object per line), or nothing.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Summary {
+    /// A table on stderr.
+    Table,
+    /// One structured log event.
+    Log,
+    /// Nothing.
+    Off,
+}
+
+/// `sigwatch replay`: files (or stdin) merged by event time, read and
+/// scanned on their own thread, detected and delivered in order; the same
+/// input always gives the same notifications.
+pub async fn replay(p: PipelineOptions, files: Vec<String>, show: Summary) -> Result<(), AppError> {
+    let mut engine = build_engine(&p, false)?;
+    let (d, _) = receivers::dispatcher(receivers::receivers(&p)?, true, None);
+    let mut out = Vec::new();
+    let input = crate::source::replay::open(&files, crate::decode::peek_time)?;
+    let started = std::time::Instant::now();
+    let bar =
+        std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(input.total));
+    let mut alerts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut lines: u64 = 0;
+    let mut bytes: u64 = 0;
+    // Reading and the block scan run on their own thread, a few blocks
+    // ahead of detection (bounded: the reader waits when they pile up).
+    let slot = engine.scanner();
+    let (mut rx, reader) = crate::source::block::spawn(input.blocks, 4, move |b| {
+        let hints = slot.get().scan(&b.data);
+        (b, hints)
+    })
+    .map_err(AppError::io("cannot start the reader thread"))?;
+    while let Some(item) = rx.recv().await {
+        let (block, hints) = item?;
+        lines += engine.push_block(&input.sources, &block, &hints, &mut out);
+        bytes = block.consumed;
+        if let Some(bar) = &bar {
+            bar.set_position(bytes);
+            let rate = lines as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            bar.set_message(format!(
+                "{} lines {}/s",
+                indicatif::HumanCount(lines),
+                indicatif::HumanCount(rate as u64)
+            ));
+        }
+        if !out.is_empty() {
+            tally(&out, &mut alerts);
+            deliver(&d, &mut out).await;
+        }
+    }
+    // The reader logs lines it cut or repaired as it ends.
+    reader
+        .join()
+        .map_err(|_| AppError::Setup("the reader thread panicked".into()))?;
+    engine.finish(&mut out);
+    tally(&out, &mut alerts);
+    deliver(&d, &mut out).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    // Before finish(): with --stats the counters' JSON stays the last line.
+    match show {
+        Summary::Table => eprint!(
+            "{}",
+            summary(&engine, &alerts, lines, bytes, started.elapsed())
+        ),
+        Summary::Log => {
+            let s = engine.stats();
+            let rules: BTreeMap<String, (u64, u64, u64)> = engine
+                .rule_stats()
+                .into_iter()
+                .map(|(id, hits, _)| {
+                    let (f, r) = alerts.get(&id).copied().unwrap_or_default();
+                    (id, (hits, f, r))
+                })
+                .collect();
+            let span = engine.time_span();
+            tracing::info!(
+                lines,
+                bytes,
+                seconds = started.elapsed().as_secs_f64(),
+                first = span.map(|(a, _)| crate::decode::time::format_rfc3339(a)),
+                last = span.map(|(_, b)| crate::decode::time::format_rfc3339(b)),
+                formats = %serde_json::to_string(&s.decode.formats).unwrap_or_default(),
+                rules = %serde_json::to_string(&rules).unwrap_or_default(),
+                "Replay summary (per rule: matches, fired, resolved)."
+            );
+        }
+        Summary::Off => {}
+    }
+    finish(&p, &engine, d).await;
+    Ok(())
+}
+
+fn progress_bar(total: Option<u64>) -> indicatif::ProgressBar {
+    let (bar, template) = match total {
+        Some(t) => (
+            indicatif::ProgressBar::new(t),
+            "[{wide_bar}] {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} {msg} ETA {eta}",
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
+            "{spinner} {elapsed_precise} {binary_bytes} {binary_bytes_per_sec} {msg}",
+        ),
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    bar
+}
+
+/// Counts first firing and resolved notifications per rule.
+fn tally(out: &[Notification], alerts: &mut BTreeMap<String, (u64, u64)>) {
+    for n in out {
+        let e = alerts.entry(n.rule.clone()).or_default();
+        match n.state {
+            crate::alert::AlertState::Firing if !n.repeat => e.0 += 1,
+            crate::alert::AlertState::Resolved => e.1 += 1,
+            _ => {}
+        }
+    }
+}
+
+/// The end-of-replay table: throughput, time span, lines by format, drops
+/// by reason, matches and alerts per rule.
+fn summary(
+    engine: &Engine,
+    alerts: &BTreeMap<String, (u64, u64)>,
+    lines: u64,
+    bytes: u64,
+    took: Duration,
+) -> String {
+    use std::fmt::Write;
+    let s = engine.stats();
+    let secs = took.as_secs_f64().max(1e-3);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nreplayed   {} lines, {:.1} MiB in {:.2} s ({} lines/s)",
+        indicatif::HumanCount(lines),
+        bytes as f64 / (1024.0 * 1024.0),
+        secs,
+        indicatif::HumanCount((lines as f64 / secs) as u64)
+    );
+    match engine.time_span() {
+        Some((a, b)) => {
+            let mut span = String::new();
+            let _ = crate::rules::duration::format_duration(b - a, &mut span);
+            let _ = writeln!(
+                o,
+                "time span  {} → {} ({span})",
+                crate::decode::time::format_rfc3339(a),
+                crate::decode::time::format_rfc3339(b)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "time span  (no events)");
+        }
+    }
+    let formats: Vec<String> = s
+        .decode
+        .formats
+        .nonzero()
+        .iter()
+        .map(|(k, v)| format!("{k} {}", indicatif::HumanCount(*v)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "formats    {}",
+        if formats.is_empty() {
+            "-".to_string()
+        } else {
+            formats.join(" · ")
+        }
+    );
+    let d = &s.decode;
+    let drops: Vec<String> = [
+        ("truncated", crate::stats::truncated_lines()),
+        ("malformed", d.malformed),
+        ("late", s.late),
+        ("bad_time", d.bad_time),
+        ("untimed", d.untimed),
+        ("ungrouped", s.ungrouped),
+        ("partial_overflow", d.partial_overflow),
+        ("streams_evicted", d.streams_evicted),
+        ("evicted_groups", s.evicted_groups),
+    ]
+    .iter()
+    .filter(|(_, v)| *v > 0)
+    .map(|(k, v)| format!("{k} {}", indicatif::HumanCount(*v)))
+    .collect();
+    let _ = writeln!(
+        o,
+        "counted    {}",
+        if drops.is_empty() {
+            "nothing dropped, cut or late".to_string()
+        } else {
+            drops.join(" · ")
+        }
+    );
+    let rules = engine.rule_stats();
+    let w = rules
+        .iter()
+        .map(|(id, _, _)| id.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        o,
+        "\n{:<w$}  {:>9}  {:>6}  {:>8}",
+        "rule", "matches", "fired", "resolved"
+    );
+    for (id, hits, _) in &rules {
+        let (fired, resolved) = alerts.get(id).copied().unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "{id:<w$}  {:>9}  {fired:>6}  {resolved:>8}",
+            indicatif::HumanCount(*hits).to_string()
+        );
+    }
+    o
+}

@@ -1,0 +1,341 @@
+//! Live inputs: stdin, followed files and Grafana Loki, each turned into
+//! scanned blocks for the one live loop.
+
+use super::{read_secret, AppError};
+use crate::clock::wall_ns;
+use crate::rules::duration::Dur;
+use crate::scan::{Hints, ScannerSlot};
+use crate::source::block::{self, Block, ReadBlocks};
+use crate::source::file;
+use crate::source::loki::poll::Poller;
+use crate::source::loki::tail::run_tail;
+use crate::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
+use crate::source::Source;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn parse_dur(s: &str) -> Result<Dur, String> {
+    Dur::parse(s)
+}
+
+/// Where live lines come from: stdin (default), Grafana Loki, or files.
+/// Loki secrets come from the
+/// environment or files, never from the command line (where `ps` shows them).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SourceOptions {
+    /// Consume Grafana Loki at this base URL instead of stdin (env: SIGWATCH_LOKI_URL).
+    #[arg(long, value_name = "URL", env = "SIGWATCH_LOKI_URL")]
+    pub loki: Option<String>,
+    /// LogQL log query, e.g. '{namespace="livekit"}' (repeatable: each runs as its own stream).
+    #[arg(long = "query", value_name = "LOGQL")]
+    pub queries: Vec<String>,
+    /// Tenant sent as X-Scope-OrgID (env: SIGWATCH_LOKI_TENANT).
+    #[arg(long, env = "SIGWATCH_LOKI_TENANT")]
+    pub loki_tenant: Option<String>,
+    /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
+    #[arg(long, env = "SIGWATCH_LOKI_USER")]
+    pub loki_user: Option<String>,
+    /// File holding the basic-auth password.
+    #[arg(long, value_name = "FILE")]
+    pub loki_password_file: Option<PathBuf>,
+    /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub loki_token_file: Option<PathBuf>,
+    /// Extra CA certificate (PEM) to trust for Loki's TLS.
+    #[arg(long, value_name = "FILE")]
+    pub loki_ca_file: Option<PathBuf>,
+    /// Follow Loki's websocket tail instead of polling (lower latency; every
+    /// reconnect and dropped-entries report is backfilled from query_range).
+    #[arg(long)]
+    pub loki_tail: bool,
+    /// Entries per query_range page (Loki's cap is 5000) [default: 1000].
+    #[arg(long)]
+    pub loki_limit: Option<u32>,
+    /// Query up to now minus this, so lines still being shipped are not skipped [default: 10s].
+    #[arg(long, value_parser = parse_dur)]
+    pub loki_lag: Option<Dur>,
+    /// Polling period [default: 2s].
+    #[arg(long, value_parser = parse_dur)]
+    pub loki_interval: Option<Dur>,
+    /// Where a fresh start (no checkpoint) begins, back from now [default: 15m].
+    #[arg(long, value_parser = parse_dur)]
+    pub since: Option<Dur>,
+    /// Directory for checkpoints (Loki cursors, file offsets) that survive restarts.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Serve /healthz, /readyz and /metrics here ("none" to disable).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    pub listen: String,
+    /// Follow log files matching this glob instead of stdin (repeatable),
+    /// e.g. '/var/log/pods/*/*/*.log'.
+    #[arg(long = "file", value_name = "GLOB")]
+    pub files: Vec<String>,
+    /// Reload the rules when a rule file changes (checked every 2 s; also
+    /// follows Kubernetes ConfigMap updates). SIGHUP always reloads. An
+    /// invalid set is rejected and the running one kept.
+    #[arg(long)]
+    pub watch_rules: bool,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            loki: None,
+            queries: Vec::new(),
+            loki_tenant: None,
+            loki_user: None,
+            loki_password_file: None,
+            loki_token_file: None,
+            loki_ca_file: None,
+            loki_tail: false,
+            loki_limit: None,
+            loki_lag: None,
+            loki_interval: None,
+            since: None,
+            state_dir: None,
+            listen: "127.0.0.1:9464".into(),
+            files: Vec::new(),
+            watch_rules: false,
+        }
+    }
+}
+
+/// The Loki client settings of these options (secrets read from files or
+/// the environment).
+pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError> {
+    let mut c = LokiConfig::new(url);
+    c.tenant = a.loki_tenant.clone();
+    c.ca_file = a.loki_ca_file.clone();
+    let d = |v: Option<Dur>, default: Dur| {
+        Duration::from_nanos(v.unwrap_or(default).ns().max(1) as u64)
+    };
+    c.limit = a.loki_limit.unwrap_or(1000);
+    c.lag = d(a.loki_lag, Dur::secs(10));
+    c.interval = d(a.loki_interval, Dur::secs(2));
+    c.since = d(a.since, Dur::secs(900));
+    if let Some(token) = read_secret("SIGWATCH_LOKI_TOKEN", &a.loki_token_file)? {
+        c.auth = Auth::Bearer(token);
+    } else if let Some(user) = &a.loki_user {
+        let password =
+            read_secret("SIGWATCH_LOKI_PASSWORD", &a.loki_password_file)?.ok_or_else(|| {
+                AppError::Setup(
+                    "--loki-user needs SIGWATCH_LOKI_PASSWORD or --loki-password-file".into(),
+                )
+            })?;
+        c.auth = Auth::Basic {
+            user: user.clone(),
+            password,
+        };
+    }
+    Ok(c)
+}
+
+/// Starts one poller per query; returns the batch channel and the cursors.
+fn start_loki(
+    a: &SourceOptions,
+    url: &str,
+) -> Result<(tokio::sync::mpsc::Receiver<Batch>, BTreeMap<String, i64>), AppError> {
+    if a.queries.is_empty() {
+        return Err(AppError::Setup(
+            "--loki needs at least one --query, e.g. --query '{namespace=\"livekit\"}'".into(),
+        ));
+    }
+    let cfg = loki_config(a, url)?;
+    let mut cursors = match &a.state_dir {
+        Some(d) => cursor::load(d).map_err(|e| AppError::Setup(format!("checkpoint: {e}")))?,
+        None => BTreeMap::new(),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let fresh = wall_ns().saturating_sub(i64::try_from(cfg.since.as_nanos()).unwrap_or(i64::MAX));
+    for q in &a.queries {
+        if may_match_loki_itself(q) {
+            tracing::warn!(query = %q, "This selector can match Loki's own logs, which record every query: sigwatch would read its own queries in a loop. Pin a label to your workload, e.g. {{namespace=\"livekit\"}}.");
+        }
+        let start = *cursors.entry(q.clone()).or_insert(fresh);
+        tracing::info!(query = %q, start, resumed = start != fresh, "Loki query starting.");
+        if a.loki_tail {
+            tokio::spawn(run_tail(cfg.clone(), q.clone(), start, tx.clone()));
+        } else {
+            let poller = Poller::new(cfg.clone(), q, start)
+                .map_err(|e| AppError::Setup(format!("loki query {q}: {e}")))?;
+            tokio::spawn(run_poller(poller, cfg.interval, tx.clone()));
+        }
+    }
+    Ok((rx, cursors))
+}
+
+/// What the live loop consumes, whatever the source: blocks of lines
+/// already scanned (off the detection thread), with the sources their runs
+/// refer to.
+pub enum Input {
+    /// Lines from stdin.
+    Stdin(Block, Hints),
+    /// The input broke off (a read error, already the last item).
+    Failed(String),
+    /// A Loki batch: one line per entry, with its time and stream.
+    Loki {
+        /// The query it answers.
+        query: String,
+        /// Everything before this (ns) has been delivered.
+        cursor: i64,
+        /// The newest entry's time (ns), for the consumer lag.
+        newest: Option<i64>,
+        /// The entries as a block.
+        block: Block,
+        /// What the scan found in it.
+        hints: Hints,
+        /// The streams the block's runs refer to.
+        sources: Vec<Source>,
+    },
+    /// A round of the file tailer.
+    Files {
+        /// Offsets covering exactly these lines and everything before.
+        offsets: BTreeMap<String, (String, u64)>,
+        /// The lines as a block, a run per file.
+        block: Block,
+        /// What the scan found in it.
+        hints: Hints,
+        /// The files the block's runs refer to.
+        sources: Vec<Source>,
+    },
+}
+
+/// A Loki batch as a block: one line per entry (entries may hold newlines),
+/// each with its entry's time and source (stream labels and metadata).
+fn loki_block(batch: &Batch) -> (Block, Vec<Source>) {
+    let mut sources: Vec<Source> = Vec::new();
+    let mut index: BTreeMap<(String, Vec<(String, String)>), usize> = BTreeMap::new();
+    let mut refs = Vec::with_capacity(batch.entries.len());
+    for e in &batch.entries {
+        let mut labels = e.labels.clone();
+        labels.extend(e.metadata.iter().cloned());
+        let name = e.stream_name();
+        let i = *index
+            .entry((name.clone(), labels.clone()))
+            .or_insert_with(|| {
+                sources.push(Source { name, labels });
+                sources.len() - 1
+            });
+        refs.push((i, e.line.as_str(), e.ts));
+    }
+    (Block::from_entries(refs), sources)
+}
+
+/// A round of the file tailer as a block, a run of lines per file.
+fn files_block(batch: &file::FileBatch) -> (Block, Vec<Source>) {
+    let sources = batch.files.iter().map(|f| f.source.clone()).collect();
+    let lines = batch
+        .files
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| f.lines.iter().map(move |l| (i, l.as_str())));
+    let mut block = Block::from_lines(lines);
+    block.arrival = Some(batch.arrival);
+    (block, sources)
+}
+
+/// Fills what the command line left unset from the configuration file.
+pub fn apply_config(a: &mut SourceOptions, config: &Option<PathBuf>) -> Result<(), AppError> {
+    let Some(path) = config.clone() else {
+        return Ok(());
+    };
+    let c = crate::config::load(&path)?;
+    if a.state_dir.is_none() {
+        a.state_dir = c.state_dir;
+    }
+    if a.files.is_empty() {
+        a.files = c.files;
+    }
+    if let Some(l) = c.loki {
+        if a.loki.is_none() {
+            a.loki = Some(l.url);
+        }
+        if a.queries.is_empty() {
+            a.queries = l.queries;
+        }
+        a.loki_tenant = a.loki_tenant.take().or(l.tenant);
+        a.loki_user = a.loki_user.take().or(l.user);
+        a.loki_password_file = a.loki_password_file.take().or(l.password_file);
+        a.loki_token_file = a.loki_token_file.take().or(l.token_file);
+        a.loki_ca_file = a.loki_ca_file.take().or(l.ca_file);
+        a.loki_tail = a.loki_tail || l.tail;
+        a.loki_limit = a.loki_limit.or(l.limit);
+        a.loki_lag = a.loki_lag.or(l.lag);
+        a.loki_interval = a.loki_interval.or(l.interval);
+        a.since = a.since.or(l.since);
+    }
+    Ok(())
+}
+
+/// Starts the input the options name — Loki (one poller or tail per
+/// query), followed files, or stdin — feeding `tx` with scanned blocks
+/// (the scan runs off the detection thread, with the scanner `slot` holds).
+/// Returns the Loki cursors to resume from (empty for other inputs).
+pub fn start(
+    a: &SourceOptions,
+    slot: ScannerSlot,
+    tx: &tokio::sync::mpsc::Sender<Input>,
+) -> Result<BTreeMap<String, i64>, AppError> {
+    let mut cursors = BTreeMap::new();
+    if let Some(url) = &a.loki {
+        let (mut lrx, c) = start_loki(a, url)?;
+        cursors = c;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(b) = lrx.recv().await {
+                let (block, sources) = loki_block(&b);
+                let hints = slot.get().scan(&block.data);
+                let input = Input::Loki {
+                    newest: b.entries.iter().map(|e| e.ts).max(),
+                    query: b.query,
+                    cursor: b.cursor,
+                    block,
+                    hints,
+                    sources,
+                };
+                if tx.send(input).await.is_err() {
+                    break;
+                }
+            }
+        });
+    } else if !a.files.is_empty() {
+        let resume = match &a.state_dir {
+            Some(dir) => file::load_checkpoint(dir)
+                .map_err(|e| AppError::Setup(format!("file checkpoint: {e}")))?,
+            None => Default::default(),
+        };
+        let tailer = file::Tailer::new(&a.files, resume)
+            .map_err(|e| AppError::Setup(format!("--file: {e}")))?;
+        let mut frx = file::spawn(tailer, Duration::from_millis(250));
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(b) = frx.recv().await {
+                let (block, sources) = files_block(&b);
+                let hints = slot.get().scan(&block.data);
+                let input = Input::Files {
+                    offsets: b.offsets,
+                    block,
+                    hints,
+                    sources,
+                };
+                if tx.send(input).await.is_err() {
+                    break;
+                }
+            }
+        });
+    } else {
+        // Each read's complete lines at once, so a lone line on an idle pipe
+        // is not held back; the scan runs on the reader's thread.
+        let stdin = ReadBlocks::new("stdin", std::io::stdin(), true);
+        block::spawn_into(stdin, tx.clone(), move |item| match item {
+            Ok(b) => {
+                let hints = slot.get().scan(&b.data);
+                Input::Stdin(b, hints)
+            }
+            Err(e) => Input::Failed(e.to_string()),
+        })
+        .map_err(AppError::io("cannot start the stdin reader"))?;
+    }
+    Ok(cursors)
+}

@@ -1,0 +1,895 @@
+//! The engine: decode, match, detect and alert wired into one synchronous,
+//! deterministic state machine. It is fed lines or scanned blocks (and,
+//! when live, clock ticks) and returns notifications; it never reads the
+//! clock, the network or a file, so replay and live runs are the same
+//! computation and tests drive it directly.
+
+use crate::alert::{self, Alerts, Notification};
+use crate::decode::{self, resolve_key, Decoder, Prepared};
+use crate::detect::{self, Detector, Hit, Status, Step, CLUSTER};
+use crate::matcher::{Matcher, MatcherError, Scratch};
+use crate::rules::{self, Detect, RuleSet};
+use crate::scan;
+use crate::source::{self, Source};
+use serde::Serialize;
+
+/// Default allowed lateness of events behind the newest one (5 s).
+pub const DEFAULT_LATENESS_NS: i64 = 5_000_000_000;
+
+/// Engine options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Live mode: arrival time may stand in for a missing event time.
+    pub live: bool,
+    /// How far behind the newest event time an event may arrive and still
+    /// be placed in its window exactly.
+    pub lateness_ns: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            live: false,
+            lateness_ns: DEFAULT_LATENESS_NS,
+        }
+    }
+}
+
+/// Pipeline counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Decode counters.
+    pub decode: decode::DecodeStats,
+    /// Lines that the automaton flagged.
+    pub candidates: u64,
+    /// Confirmed matches routed to detectors.
+    pub hits: u64,
+    /// Events older than the watermark (counted at the watermark).
+    pub late: u64,
+    /// Hits without a value for the rule's group key.
+    pub ungrouped: u64,
+    /// Groups evicted by `max_groups`, over all rules.
+    pub evicted_groups: u64,
+    /// Alert counters.
+    pub alerts: alert::AlertStats,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    Primary,
+    Then,
+    ResolveOn,
+}
+
+/// The detection engine: decode, match, detect, alert.
+pub struct Engine {
+    rules: RuleSet,
+    matcher: Matcher,
+    decoder: Decoder,
+    scratch: Scratch,
+    detectors: Vec<Box<dyn Detector>>,
+    alerts: Alerts,
+    cond_users: Vec<Vec<(usize, Role)>>,
+    population_rules: Vec<usize>,
+    partition_keys: Vec<Option<String>>,
+    /// Per population rule: compiled ids of its group keys and partition key.
+    pop_keys: Vec<(Vec<decode::keys::KeyId>, Option<decode::keys::KeyId>)>,
+    /// Per line: resolved value of each compiled key (resolved at most once).
+    key_cache: Vec<Option<Option<String>>>,
+    /// Which lines feed the population of spread and share rules.
+    sampler: detect::Sampler,
+    /// The block scan of the rules in force, shared with readers.
+    scan_slot: scan::ScannerSlot,
+    scan_generation: u64,
+    opts: Options,
+    min_time: i64,
+    max_time: Option<i64>,
+    watermark: i64,
+    last_tick: i64,
+    statuses: Vec<Status>,
+    stats: Stats,
+    /// Confirmed matches per rule.
+    rule_hits: Vec<u64>,
+    /// Per rule: evictions of detectors replaced by reloads.
+    evicted_base: Vec<u64>,
+    /// Evictions of rules removed by reloads.
+    retired_evictions: u64,
+}
+
+/// What a rule reload changed (see [`Engine::reload`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReloadSummary {
+    /// Rules kept with their detector state.
+    pub kept: usize,
+    /// Rules with the same id but a changed detection (fresh detector).
+    pub changed: usize,
+    /// New rules.
+    pub added: usize,
+    /// Rules no longer present.
+    pub removed: usize,
+    /// Firing alerts resolved because their rule was removed.
+    pub resolved: usize,
+}
+
+/// The parts of an engine derived from the rule set alone.
+struct Wiring {
+    matcher: Matcher,
+    cond_users: Vec<Vec<(usize, Role)>>,
+    population_rules: Vec<usize>,
+    partition_keys: Vec<Option<String>>,
+    /// Group and partition keys of population rules, for the decoder.
+    names: Vec<String>,
+}
+
+impl Wiring {
+    fn new(rules: &RuleSet) -> Result<Wiring, MatcherError> {
+        let matcher = Matcher::new(rules)?;
+        let mut cond_users = vec![Vec::new(); rules.conditions.len()];
+        let mut population_rules = Vec::new();
+        let mut partition_keys = Vec::new();
+        for (ri, r) in rules.rules.iter().enumerate() {
+            cond_users[r.cond].push((ri, Role::Primary));
+            if let Detect::Sequence { then, .. } = r.detect {
+                cond_users[then].push((ri, Role::Then));
+            }
+            if let Some(c) = r.resolve_on {
+                cond_users[c].push((ri, Role::ResolveOn));
+            }
+            if matches!(r.detect, Detect::Spread(_) | Detect::Share(_)) {
+                population_rules.push(ri);
+            }
+            partition_keys.push(match &r.detect {
+                Detect::Spread(s) => s.partition_by.clone(),
+                Detect::Share(s) => s.partition_by.clone(),
+                _ => None,
+            });
+        }
+        // The cheap path resolves every population key once per line.
+        let mut names: Vec<String> = Vec::new();
+        for &ri in &population_rules {
+            names.extend(rules.rules[ri].group_by.iter().cloned());
+            names.extend(partition_keys[ri].iter().cloned());
+        }
+        Ok(Wiring {
+            matcher,
+            cond_users,
+            population_rules,
+            partition_keys,
+            names,
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn pop_keys(
+        &self,
+        rules: &RuleSet,
+        decoder: &Decoder,
+    ) -> Vec<(Vec<decode::keys::KeyId>, Option<decode::keys::KeyId>)> {
+        self.population_rules
+            .iter()
+            .map(|&ri| {
+                let ids = rules.rules[ri]
+                    .group_by
+                    .iter()
+                    .filter_map(|k| decoder.key_id(k))
+                    .collect();
+                (
+                    ids,
+                    self.partition_keys[ri]
+                        .as_ref()
+                        .and_then(|k| decoder.key_id(k)),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The population sampling period for a set of detectors.
+fn sample_period(detectors: &[Box<dyn Detector>]) -> i64 {
+    detect::Sampler::period_for(detectors.iter().filter_map(|d| d.population_window()).min())
+}
+
+/// The block scan for a matcher and a decoder's field scanner.
+fn scanner_for(matcher: &Matcher, decoder: &Decoder) -> std::sync::Arc<scan::Scanner> {
+    std::sync::Arc::new(scan::Scanner::new(
+        matcher.literal_searcher(),
+        matcher.needs_scan_on_every_line(),
+        decoder.key_index(),
+    ))
+}
+
+/// The tick granularity of evaluation in event time (1 s).
+const TICK_NS: i64 = 1_000_000_000;
+
+impl Engine {
+    /// Builds an engine for a compiled rule set.
+    pub fn new(rules: RuleSet, opts: Options) -> Result<Engine, MatcherError> {
+        let w = Wiring::new(&rules)?;
+        let detectors: Vec<Box<dyn Detector>> = rules.rules.iter().map(detect::build).collect();
+        let period = sample_period(&detectors);
+        let decoder = Decoder::with_group_keys(&rules.keys, opts.live, &w.names);
+        let pop_keys = w.pop_keys(&rules, &decoder);
+        let n = rules.rules.len();
+        let scanner = scanner_for(&w.matcher, &decoder);
+        let scan_generation = scanner.generation();
+        Ok(Engine {
+            scan_slot: scan::ScannerSlot::new(scanner),
+            scan_generation,
+            rules,
+            matcher: w.matcher,
+            decoder,
+            pop_keys,
+            key_cache: Vec::new(),
+            sampler: detect::Sampler::new(period),
+            scratch: Scratch::default(),
+            detectors,
+            alerts: Alerts::new(),
+            cond_users: w.cond_users,
+            population_rules: w.population_rules,
+            partition_keys: w.partition_keys,
+            opts,
+            min_time: i64::MAX,
+            max_time: None,
+            watermark: i64::MIN,
+            last_tick: i64::MIN,
+            statuses: Vec::new(),
+            stats: Stats::default(),
+            rule_hits: vec![0; n],
+            evicted_base: vec![0; n],
+            retired_evictions: 0,
+        })
+    }
+
+    /// Replaces the rule set at run time (SIGHUP, `--watch-rules`). The new
+    /// set is wired completely before anything changes, so an error leaves
+    /// the old set running. Rules whose [`RuleSet::detection_signature`] is
+    /// unchanged keep their detector state and alerts; changed rules start
+    /// a fresh detector and adopt their firing alerts (no second page;
+    /// resolved if not confirmed within the adoption grace); firing alerts
+    /// of removed rules are resolved into `out`. Stream state (sticky
+    /// values, partial lines) and all counters carry over.
+    pub fn reload(
+        &mut self,
+        new: RuleSet,
+        out: &mut Vec<Notification>,
+    ) -> Result<ReloadSummary, MatcherError> {
+        let w = Wiring::new(&new)?;
+        let mut summary = ReloadSummary::default();
+        let old_ids: std::collections::HashMap<&str, usize> = self
+            .rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.as_str(), i))
+            .collect();
+        let mut old_dets: Vec<Option<Box<dyn Detector>>> = std::mem::take(&mut self.detectors)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut fate = vec![alert::Fate::Drop; old_dets.len()];
+        let n = new.rules.len();
+        let mut detectors = Vec::with_capacity(n);
+        let mut rule_hits = vec![0; n];
+        let mut evicted_base = vec![0; n];
+        for (ni, r) in new.rules.iter().enumerate() {
+            let Some(&oi) = old_ids.get(r.id.as_str()) else {
+                summary.added += 1;
+                detectors.push(detect::build(r));
+                continue;
+            };
+            rule_hits[ni] = self.rule_hits.get(oi).copied().unwrap_or(0);
+            let base = self.evicted_base.get(oi).copied().unwrap_or(0);
+            let kept = self.rules.detection_signature(oi) == new.detection_signature(ni);
+            match old_dets.get_mut(oi).and_then(Option::take) {
+                Some(d) if kept => {
+                    summary.kept += 1;
+                    fate[oi] = alert::Fate::Keep(ni);
+                    evicted_base[ni] = base;
+                    detectors.push(d);
+                }
+                old => {
+                    summary.changed += 1;
+                    fate[oi] = alert::Fate::Adopt(ni);
+                    evicted_base[ni] = base + old.map_or(0, |d| d.evicted());
+                    detectors.push(detect::build(r));
+                }
+            }
+        }
+        // Evictions of removed rules stay in the total.
+        for (oi, d) in old_dets.iter().enumerate() {
+            if let Some(d) = d {
+                summary.removed += 1;
+                self.retired_evictions +=
+                    d.evicted() + self.evicted_base.get(oi).copied().unwrap_or(0);
+            }
+        }
+        let now = if self.max_time.is_some() {
+            self.watermark
+        } else {
+            i64::MIN
+        };
+        let before = out.len();
+        self.alerts.reload(&self.rules.rules, &fate, now, out);
+        summary.resolved = out.len() - before;
+        self.decoder.rekey(&new.keys, &w.names);
+        self.pop_keys = w.pop_keys(&new, &self.decoder);
+        let scanner = scanner_for(&w.matcher, &self.decoder);
+        self.scan_generation = scanner.generation();
+        self.scan_slot.set(scanner);
+        self.key_cache.clear();
+        self.scratch = Scratch::default();
+        self.matcher = w.matcher;
+        self.cond_users = w.cond_users;
+        self.population_rules = w.population_rules;
+        self.partition_keys = w.partition_keys;
+        self.sampler = detect::Sampler::new(sample_period(&detectors));
+        self.detectors = detectors;
+        self.rule_hits = rule_hits;
+        self.evicted_base = evicted_base;
+        self.rules = new;
+        Ok(summary)
+    }
+
+    /// The rules in use.
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    /// The matcher in use.
+    pub fn matcher(&self) -> &Matcher {
+        &self.matcher
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        s.decode = self.decoder.stats().clone();
+        s.alerts = self.alerts.stats().clone();
+        s.evicted_groups = self.retired_evictions
+            + self.evicted_base.iter().sum::<u64>()
+            + self.detectors.iter().map(|d| d.evicted()).sum::<u64>();
+        s
+    }
+
+    /// The firing alerts, to save across a restart (see `--state-dir`).
+    pub fn alert_snapshot(&self) -> Vec<alert::SavedAlert> {
+        self.alerts.snapshot(&self.rules.rules)
+    }
+
+    /// Everything a restart carries over: firing alerts and sticky values.
+    pub fn saved_state(&self) -> alert::SavedState {
+        alert::SavedState {
+            alerts: self.alert_snapshot(),
+            sticky: self.decoder.sticky_snapshot(),
+        }
+    }
+
+    /// Restores a [`Engine::saved_state`]; returns the alerts adopted.
+    pub fn restore(&mut self, state: alert::SavedState) -> usize {
+        self.decoder.restore_sticky(state.sticky);
+        self.adopt_alerts(&state.alerts)
+    }
+
+    /// Adopts alerts a previous run had firing and delivered, so a restart
+    /// does not page again for them. Alerts of rules that no longer exist
+    /// are skipped (and logged). Returns how many were adopted.
+    pub fn adopt_alerts(&mut self, saved: &[alert::SavedAlert]) -> usize {
+        let mut n = 0;
+        for s in saved {
+            match self.rules.rules.iter().position(|r| r.id == s.rule) {
+                Some(ri) => {
+                    self.alerts.adopt(ri, &s.group, s.starts_at, s.notified_at);
+                    n += 1;
+                }
+                None => {
+                    tracing::warn!(rule = %s.rule, group = %s.group, "Saved alert of a rule that no longer exists; not adopted.")
+                }
+            }
+        }
+        n
+    }
+
+    /// Per rule: (id, confirmed matches, groups evicted by `max_groups`).
+    pub fn rule_stats(&self) -> Vec<(String, u64, u64)> {
+        self.rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.id.clone(),
+                    self.rule_hits.get(i).copied().unwrap_or(0),
+                    self.detectors[i].evicted() + self.evicted_base.get(i).copied().unwrap_or(0),
+                )
+            })
+            .collect()
+    }
+
+    /// Number of alerts firing now.
+    pub fn firing(&self) -> usize {
+        self.alerts.firing()
+    }
+
+    /// Earliest and latest event time seen (ns), if any event was seen.
+    pub fn time_span(&self) -> Option<(i64, i64)> {
+        self.max_time.map(|m| (self.min_time.min(m), m))
+    }
+
+    /// The current watermark (ns), if any event was seen.
+    pub fn watermark(&self) -> Option<i64> {
+        self.max_time.map(|_| self.watermark)
+    }
+
+    /// Where readers find the block scan of the rules in force (it changes
+    /// on reload; see [`scan`]).
+    pub fn scanner(&self) -> scan::ScannerSlot {
+        self.scan_slot.clone()
+    }
+
+    /// Feeds a block of lines with what the block scan found in it (hints
+    /// of an older rule set are ignored). `sources` are the inputs the
+    /// block's runs refer to; the arrival time is the block's. Returns the
+    /// number of lines.
+    pub fn push_block(
+        &mut self,
+        sources: &[Source],
+        block: &source::block::Block,
+        hints: &scan::Hints,
+        out: &mut Vec<Notification>,
+    ) -> u64 {
+        let fallback = Source::named("stdin");
+        let mut cursor = hints.cursor(self.scan_generation);
+        let mut n = 0;
+        for line in block.lines() {
+            let src = sources.get(line.input).unwrap_or(&fallback);
+            let hint = cursor.line(line.start, line.end);
+            match line.time {
+                Some(t) => {
+                    if let Some(p) = self.decoder.prepare_at(src, line.text, t, hint) {
+                        self.ingest(&p, out);
+                    }
+                }
+                None => self.push_hinted(src, line.text, block.arrival, hint, out),
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Feeds one raw line. `arrival` is the wall clock in live mode.
+    pub fn push_line(
+        &mut self,
+        source: &Source,
+        line: &str,
+        arrival: Option<i64>,
+        out: &mut Vec<Notification>,
+    ) {
+        self.push_hinted(source, line, arrival, None, out);
+    }
+
+    fn push_hinted(
+        &mut self,
+        source: &Source,
+        line: &str,
+        arrival: Option<i64>,
+        hint: Option<decode::LineHint<'_>>,
+        out: &mut Vec<Notification>,
+    ) {
+        let p = match hint {
+            Some(h) => self.decoder.prepare_hinted(source, line, arrival, h),
+            None => self.decoder.prepare(source, line, arrival),
+        };
+        if let Some(p) = p {
+            self.ingest(&p, out);
+        }
+        while self.decoder.has_queued() {
+            if let Some(p) = self.decoder.prepare_queued(arrival) {
+                self.ingest(&p, out);
+            }
+        }
+    }
+
+    /// Feeds one line whose event time is known from its transport (a Loki
+    /// entry's timestamp, ns).
+    pub fn push_line_at(
+        &mut self,
+        source: &Source,
+        line: &str,
+        time: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        if let Some(p) = self.decoder.prepare_at(source, line, time, None) {
+            self.ingest(&p, out);
+        }
+    }
+
+    fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
+        let mut t = p.time;
+        self.min_time = self.min_time.min(t);
+        let max = self.max_time.map_or(t, |m| m.max(t));
+        self.max_time = Some(max);
+        self.watermark = self.watermark.max(max - self.opts.lateness_ns);
+        if t < self.watermark {
+            self.stats.late += 1;
+            t = self.watermark;
+        }
+        // Population: every event's group key, for spread and share. Each
+        // compiled key is resolved at most once per line, whatever the
+        // number of rules sharing it.
+        self.key_cache.clear();
+        let due = !self.population_rules.is_empty() && {
+            let digest = self.decoder.population_digest(p);
+            self.sampler.due(digest, t)
+        };
+        for i in 0..self.population_rules.len() {
+            if !due {
+                break;
+            }
+            let ri = self.population_rules[i];
+            let mut group = None;
+            for j in 0..self.pop_keys[i].0.len() {
+                let id = self.pop_keys[i].0[j];
+                if let Some(v) = self.cached_key(id, p) {
+                    group = Some(v);
+                    break;
+                }
+            }
+            let Some(g) = group else { continue };
+            let part = match self.pop_keys[i].1 {
+                Some(id) => self.cached_key(id, p),
+                None => Some(CLUSTER.to_string()),
+            };
+            if let Some(part) = part {
+                self.detectors[ri].seen(&g, &part, t);
+            }
+        }
+        let candidate = match p.prefiltered {
+            Some(false) if self.matcher.needs_scan_on_every_line() => {
+                self.matcher.scan(&p.text, &mut self.scratch)
+            }
+            Some(false) => false,
+            _ => self.matcher.scan(&p.text, &mut self.scratch),
+        };
+        if candidate {
+            self.stats.candidates += 1;
+            let mut event = self.decoder.event(p);
+            event.time = t;
+            let candidates = std::mem::take(&mut self.scratch.candidates);
+            for &cid in &candidates {
+                if !Matcher::confirm(&self.rules.conditions[cid], &mut event) {
+                    continue;
+                }
+                for ui in 0..self.cond_users[cid].len() {
+                    let (ri, role) = self.cond_users[cid][ui];
+                    self.route(ri, role, &event, out);
+                }
+            }
+            self.scratch.candidates = candidates;
+        } else {
+            let text = p.text.trim();
+            if text.starts_with('{') && !text.ends_with('}') {
+                self.decoder.count_malformed();
+            }
+        }
+        if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
+            self.tick(self.watermark, out);
+        }
+    }
+
+    fn cached_key(&mut self, id: decode::keys::KeyId, p: &Prepared<'_>) -> Option<String> {
+        if self.key_cache.len() <= id {
+            self.key_cache.resize(id + 1, None);
+        }
+        if let Some(v) = &self.key_cache[id] {
+            return v.clone();
+        }
+        let v = self.decoder.resolve_quick(id, p);
+        self.key_cache[id] = Some(v.clone());
+        v
+    }
+
+    fn route(&mut self, ri: usize, role: Role, event: &decode::Event, out: &mut Vec<Notification>) {
+        let rule = &self.rules.rules[ri];
+        let keys = &self.rules.keys;
+        let get = |k: &str| event.get(k);
+        let group = if rule.group_by.is_empty() {
+            Some(CLUSTER.to_string())
+        } else {
+            rule.group_by
+                .iter()
+                .find_map(|k| resolve_key(keys, k, &get))
+        };
+        let is_population = matches!(rule.detect, Detect::Spread(_) | Detect::Share(_));
+        let group = match group {
+            Some(g) => g,
+            None => {
+                self.stats.ungrouped += 1;
+                if is_population {
+                    return;
+                }
+                "unknown".to_string()
+            }
+        };
+        let partition = match &self.partition_keys[ri] {
+            Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| "unknown".to_string()),
+            None => CLUSTER.to_string(),
+        };
+        match role {
+            Role::ResolveOn => {
+                let key = if is_population { partition } else { group };
+                self.detectors[ri].reset(&key);
+                let rule = &self.rules.rules[ri];
+                self.alerts.resolve(ri, rule, &key, event.time, out);
+            }
+            Role::Primary | Role::Then => {
+                self.stats.hits += 1;
+                if self.rule_hits.len() <= ri {
+                    self.rule_hits.resize(ri + 1, 0);
+                }
+                self.rule_hits[ri] += 1;
+                let step = if role == Role::Then {
+                    Step::Then
+                } else {
+                    Step::Primary
+                };
+                let hit = Hit {
+                    group: &group,
+                    partition: &partition,
+                    time: event.time,
+                    step,
+                    sample: &event.text,
+                };
+                self.detectors[ri].observe(&hit);
+                let now = self
+                    .watermark
+                    .max(event.time.min(self.max_time.unwrap_or(event.time)));
+                self.evaluate_hit(ri, &group, now, out);
+            }
+        }
+    }
+
+    fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
+        self.statuses.clear();
+        self.detectors[ri].evaluate(now, &mut self.statuses);
+        let rule = &self.rules.rules[ri];
+        let det = self.detectors[ri].as_ref();
+        self.alerts.apply(ri, rule, &self.statuses, det, now, out);
+        self.alerts.resolve_due(ri, rule, det, now, out);
+    }
+
+    /// After a hit: evaluates just that group where the detector can (so a
+    /// flood of distinct groups costs O(1) per hit); spread and share wait
+    /// for the next tick (≤ 1 s of event time).
+    fn evaluate_hit(&mut self, ri: usize, key: &str, now: i64, out: &mut Vec<Notification>) {
+        self.statuses.clear();
+        if self.detectors[ri].evaluate_key(key, now, &mut self.statuses) {
+            let rule = &self.rules.rules[ri];
+            self.alerts.apply(
+                ri,
+                rule,
+                &self.statuses,
+                self.detectors[ri].as_ref(),
+                now,
+                out,
+            );
+        }
+    }
+
+    /// Evaluates every rule at `now` (event time).
+    fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
+        self.last_tick = now;
+        for ri in 0..self.rules.rules.len() {
+            self.evaluate(ri, now, out);
+        }
+    }
+
+    /// Live mode: advances event time while input is idle, so windows slide,
+    /// alerts resolve and absences fire. `now` is the event time the clock
+    /// implies (e.g. newest event time + wall time since it arrived).
+    pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
+        if self.max_time.is_none() {
+            return;
+        }
+        let wm = now - self.opts.lateness_ns;
+        if wm > self.watermark {
+            self.watermark = wm;
+            self.tick(wm, out);
+        }
+    }
+
+    /// End of input: flushes partial lines and evaluates at the newest event
+    /// time (the lateness allowance is no longer needed).
+    pub fn finish(&mut self, out: &mut Vec<Notification>) {
+        for (_, text) in self.decoder.drain_partials() {
+            let src = Source::named("partial");
+            self.push_line(&src, &text, None, out);
+        }
+        if let Some(m) = self.max_time {
+            self.watermark = self.watermark.max(m);
+            self.tick(self.watermark, out);
+        }
+    }
+}
+
+/// The result of checking one rule's inline examples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleFailure {
+    /// Rule id.
+    pub rule: String,
+    /// Where the rule is defined.
+    pub origin: rules::Origin,
+    /// Whether the line was expected to match.
+    pub expected_match: bool,
+    /// The example line.
+    pub line: String,
+}
+
+/// Runs every rule's inline examples through the real decoder and matcher.
+pub fn check_examples(set: &RuleSet) -> Result<Vec<ExampleFailure>, MatcherError> {
+    let matcher = Matcher::new(set)?;
+    let mut failures = Vec::new();
+    let mut scratch = Scratch::default();
+    for rule in &set.rules {
+        let (yes, no) = &rule.examples;
+        for (lines, expected) in [(yes, true), (no, false)] {
+            for line in lines {
+                let mut dec = Decoder::new(&set.keys, false);
+                let matched = match dec.prepare(&Source::named("example"), line, None) {
+                    Some(p) => {
+                        matcher.scan(&p.text, &mut scratch)
+                            && scratch.candidates.contains(&rule.cond)
+                            && Matcher::confirm(&set.conditions[rule.cond], &mut dec.event(&p))
+                    }
+                    None => false,
+                };
+                if matched != expected {
+                    failures.push(ExampleFailure {
+                        rule: rule.id.clone(),
+                        origin: rule.origin.clone(),
+                        expected_match: expected,
+                        line: line.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alert::AlertState;
+
+    const T0: i64 = 1_714_570_000_000_000_000;
+
+    fn set(threshold: u32, summary: &str, extra: &str) -> RuleSet {
+        let text = format!(
+            r#"rules:
+  - id: t.errors
+    title: Errors
+    severity: warning
+    match: {{contains: ["boom"]}}
+    group_by: node
+    detect: {{count: {{threshold: {threshold}, window: 1m}}}}
+    annotations: {{summary: "{summary}"}}
+{extra}"#
+        );
+        match rules::compile(&[("t.yaml".into(), text)]) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const OTHER: &str = r#"  - id: t.other
+    title: Other
+    severity: critical
+    match: {contains: ["crash"]}
+    group_by: node
+    detect: {count: {threshold: 1, window: 1m}}
+"#;
+
+    fn feed(e: &mut Engine, at_s: i64, text: &str, out: &mut Vec<Notification>) {
+        let line = format!(
+            r#"{{"ts":{}.0,"msg":"{text}","nodeID":"ND_a"}}"#,
+            (T0 / 1_000_000_000) + at_s
+        );
+        e.push_line(&Source::named("s"), &line, None, out);
+    }
+
+    fn states(out: &[Notification]) -> Vec<(String, AlertState)> {
+        out.iter().map(|n| (n.rule.clone(), n.state)).collect()
+    }
+
+    #[test]
+    fn reload_keeps_the_state_of_rules_whose_detection_is_unchanged() {
+        let mut e = Engine::new(set(3, "a", ""), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "boom", &mut out);
+        feed(&mut e, 1, "boom", &mut out);
+        // New annotation text and a new rule: t.errors keeps its two hits.
+        let s = e.reload(set(3, "b", OTHER), &mut out).unwrap();
+        assert_eq!((s.kept, s.changed, s.added, s.removed), (1, 0, 1, 0));
+        feed(&mut e, 2, "boom", &mut out);
+        assert_eq!(states(&out), vec![("t.errors".into(), AlertState::Firing)]);
+        assert_eq!(
+            out[0].annotations.get("summary").map(String::as_str),
+            Some("b")
+        );
+        assert_eq!(e.rule_stats()[0].1, 3, "match counter carried over");
+    }
+
+    #[test]
+    fn a_changed_detection_starts_fresh_but_does_not_page_again() {
+        let mut e = Engine::new(set(2, "a", ""), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "boom", &mut out);
+        feed(&mut e, 1, "boom", &mut out);
+        assert_eq!(states(&out).len(), 1, "fires at 2");
+        out.clear();
+        let s = e.reload(set(5, "a", ""), &mut out).unwrap();
+        assert_eq!((s.kept, s.changed), (0, 1));
+        assert!(out.is_empty(), "the firing alert is adopted, not re-paged");
+        assert_eq!(e.firing(), 1);
+        // The fresh detector does not see the old hits: two more are not
+        // enough for the new threshold, and the adopted alert resolves after
+        // its grace (window + for + resolve_after) without confirmation.
+        feed(&mut e, 2, "boom", &mut out);
+        feed(&mut e, 3, "boom", &mut out);
+        assert!(out.is_empty());
+        e.advance_to(T0 + 200 * 1_000_000_000, &mut out);
+        assert_eq!(
+            states(&out),
+            vec![("t.errors".into(), AlertState::Resolved)]
+        );
+    }
+
+    #[test]
+    fn a_removed_rule_resolves_its_firing_alerts() {
+        let mut e = Engine::new(set(1, "a", OTHER), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "crash", &mut out);
+        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Firing)]);
+        out.clear();
+        let s = e.reload(set(1, "a", ""), &mut out).unwrap();
+        assert_eq!((s.kept, s.removed, s.resolved), (1, 1, 1));
+        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Resolved)]);
+        assert_eq!(e.firing(), 0);
+        feed(&mut e, 1, "crash", &mut out);
+        assert_eq!(out.len(), 1, "the removed rule no longer matches");
+    }
+
+    #[test]
+    fn changed_aliases_count_as_a_changed_detection() {
+        let a = set(3, "a", "");
+        let mut b = set(3, "a", "");
+        b.keys
+            .aliases
+            .insert("node".into(), vec!["labels.pod".into()]);
+        assert_ne!(a.detection_signature(0), b.detection_signature(0));
+        assert_eq!(
+            a.detection_signature(0),
+            set(3, "b", "").detection_signature(0)
+        );
+    }
+
+    #[test]
+    fn removing_a_rule_before_any_event_resolves_its_adopted_alert_at_its_own_time() {
+        let mut e = Engine::new(set(1, "a", OTHER), Options::default()).unwrap();
+        let at = T0 + 42 * 1_000_000_000;
+        let n = e.adopt_alerts(&[alert::SavedAlert {
+            rule: "t.other".into(),
+            group: "ND_a".into(),
+            starts_at: T0,
+            notified_at: at,
+        }]);
+        assert_eq!(n, 1);
+        let mut out = Vec::new();
+        e.reload(set(1, "a", ""), &mut out).unwrap();
+        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Resolved)]);
+        assert_eq!(
+            out[0].ends_at.as_deref(),
+            Some(decode::time::format_rfc3339(at).as_str())
+        );
+    }
+}
