@@ -1,18 +1,40 @@
 //! sigwatch recognises the log signatures of known incidents, aggregates them
 //! per node and across the cluster, and pages on-call.
 //!
-//! The pipeline follows the data: [`source`] → [`decode`] → [`matcher`] →
-//! [`detect`] → [`alert`] → [`notify`]. [`Engine`] wires the middle stages
-//! into one synchronous, deterministic state machine: it is fed lines (and,
-//! when live, clock ticks) and returns notifications. The binary adds the
-//! sources and the delivery around it.
+//! The modules follow the data, and each imports only those before it
+//! (`tests/architecture.rs` checks it; docs/architecture.md explains it):
 //!
-//! Input mostly arrives in blocks ([`source::block`]): a reader thread
-//! reads them and runs the [`scan`] over each — one search for every rule
-//! literal and one for the fields the cheap path reads — while the engine,
-//! on the other core, works through the previous block line by line with
-//! those hints ([`Engine::push_block`]). Lines pushed one at a time
-//! ([`Engine::push_line`]) give exactly the same results.
+//! ```text
+//!                 reader thread                         detection thread
+//!  ┌────────┐ blocks ┌──────┐ hints  ┌────────┐ Event ┌─────────┐ Hit ┌────────┐ Status ┌───────┐ Notification ┌────────┐
+//!  │ source │───────▶│ scan │───────▶│ decode │──────▶│ matcher │────▶│ detect │───────▶│ alert │─────────────▶│ notify │
+//!  └────────┘        └──────┘        └────────┘       └─────────┘     └────────┘        └───────┘              └────────┘
+//!   stdin, files,     literal and      wrappers,       one automaton,  per rule and      lifecycle,             lanes: queue,
+//!   Loki, replay      field search     formats, time,  confirm         group, in         dedup, evidence        retry, rate, spool;
+//!   merge             over a block     stream context                  event time                               stdout, webhook, AM,
+//!                                                                                                               Slack, PagerDuty
+//!                    └──────────────────────── engine: decode → match → detect → alert ──────────────────────┘
+//! ```
+//!
+//! - [`clock`], [`stats`]: the wall clock and process-wide counters, for
+//!   every stage.
+//! - [`source`]: where lines come from, read in bounded blocks on a thread
+//!   of their own.
+//! - [`decode`]: raw lines to events — wrappers, payload formats, time,
+//!   stream context (labels, sticky fields), group keys.
+//! - [`rules`]: the rule language, validated with `file:line:column`.
+//! - [`matcher`]: every literal in one automaton; regexes and fields only
+//!   confirm.
+//! - [`scan`]: the block-wide literal and field searches, as hints.
+//! - [`detect`]: one detector per kind (count, persist, spread, share,
+//!   absent, sequence), bounded per rule.
+//! - [`alert`]: pending → firing → resolved, fingerprints, evidence.
+//! - [`engine`]: the stages above as one deterministic state machine.
+//! - [`notify`]: delivery, one lane per receiver, routes and fallbacks.
+//! - [`server`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`explain`], [`ruletest`]: `sigwatch explain` and `sigwatch test`.
+//! - [`config`]: the `sigwatch.yaml` model.
+//! - [`app`]: the assembled pipeline behind `run` and `replay`.
 
 #![deny(missing_docs)]
 

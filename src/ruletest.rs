@@ -23,10 +23,10 @@
 
 use crate::alert::{AlertState, Notification};
 use crate::decode::time;
+use crate::engine::{Engine, Options};
 use crate::rules::duration::{format_duration, Dur};
 use crate::rules::RuleSet;
 use crate::source::Source;
-use crate::{Engine, Options};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -406,7 +406,9 @@ fn execute(
     dir: &Path,
 ) -> Result<(Vec<Seen>, i64, BTreeMap<String, u64>), String> {
     let start = instant(case.start.as_deref().unwrap_or(DEFAULT_START), 0)?;
-    let lateness = case.lateness.map_or(crate::DEFAULT_LATENESS_NS, |d| d.ns());
+    let lateness = case
+        .lateness
+        .map_or(crate::engine::DEFAULT_LATENESS_NS, |d| d.ns());
     let mut engine = Engine::new(
         rules.clone(),
         Options {

@@ -28,7 +28,7 @@ pub const STALL_NS: i64 = 30_000_000_000;
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Engine counters.
-    pub stats: crate::Stats,
+    pub stats: crate::engine::Stats,
     /// Per rule: (id, matches, evicted groups).
     pub rules: Vec<(String, u64, u64)>,
     /// Alerts firing now.

@@ -33,9 +33,9 @@ pub enum AppError {
     /// The configuration file is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// A replayed file cannot be opened or read.
+    /// An input file cannot be opened or read.
     #[error(transparent)]
-    Replay(#[from] crate::source::replay::ReplayError),
+    Read(#[from] crate::source::block::ReadError),
     /// A file or socket the pipeline needs.
     #[error("{what}: {source}")]
     Io {

@@ -4,7 +4,6 @@
 //! detection on the other core; a bounded channel between the two pushes
 //! back on the reader when detection falls behind, so memory stays bounded.
 
-use super::replay::{Merged, ReplayError};
 use super::stdin::{Chunker, ReadStats};
 use std::io::{self, Read};
 
@@ -104,7 +103,7 @@ impl Block {
 
     /// Ends the current run of lines from `last` if the next is from
     /// another input.
-    fn close_run(&mut self, last: Option<usize>, next: usize) {
+    pub(super) fn close_run(&mut self, last: Option<usize>, next: usize) {
         if let Some(l) = last.filter(|&l| l != next) {
             self.runs.push((self.data.len() as u32, l as u32));
         }
@@ -154,6 +153,16 @@ impl Block {
     }
 }
 
+/// An input that cannot be opened or read.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+pub struct ReadError {
+    /// The input (a path, `stdin`).
+    pub path: String,
+    /// The I/O error.
+    pub source: io::Error,
+}
+
 /// Turns framed bytes (complete lines) into text, replacing invalid UTF-8
 /// line by line and counting the lines repaired.
 fn to_text(bytes: Vec<u8>, stats: &mut ReadStats) -> String {
@@ -179,13 +188,13 @@ fn to_text(bytes: Vec<u8>, stats: &mut ReadStats) -> String {
 /// Where blocks come from.
 pub trait BlockSource {
     /// The next block, or None at the end of input.
-    fn next_block(&mut self) -> Result<Option<Block>, ReplayError>;
+    fn next_block(&mut self) -> Result<Option<Block>, ReadError>;
     /// Reader counters per input (name, counters).
     fn stats(&self) -> Vec<(String, ReadStats)>;
 }
 
 impl<B: BlockSource + ?Sized> BlockSource for Box<B> {
-    fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+    fn next_block(&mut self) -> Result<Option<Block>, ReadError> {
         (**self).next_block()
     }
     fn stats(&self) -> Vec<(String, ReadStats)> {
@@ -222,11 +231,11 @@ impl<R: Read> ReadBlocks<R> {
 }
 
 impl<R: Read> BlockSource for ReadBlocks<R> {
-    fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+    fn next_block(&mut self) -> Result<Option<Block>, ReadError> {
         if self.done {
             return Ok(None);
         }
-        let err = |name: &str, e| ReplayError {
+        let err = |name: &str, e| ReadError {
             path: name.to_string(),
             source: e,
         };
@@ -296,43 +305,6 @@ impl<R: Read> BlockSource for ReadBlocks<R> {
     }
 }
 
-/// Blocks from several files merged by time, each run of lines tagged
-/// with its file.
-pub struct MergedBlocks {
-    merged: Merged,
-}
-
-impl MergedBlocks {
-    /// Wraps opened inputs.
-    pub fn new(merged: Merged) -> MergedBlocks {
-        MergedBlocks { merged }
-    }
-}
-
-impl BlockSource for MergedBlocks {
-    fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
-        let mut b = Block::default();
-        let mut last: Option<usize> = None;
-        while b.data.len() < BLOCK_BYTES {
-            let Some((i, line)) = self.merged.next_indexed()? else {
-                break;
-            };
-            b.close_run(last, i);
-            last = Some(i);
-            b.data.push_str(line);
-            b.data.push('\n');
-        }
-        b.close_run(last, usize::MAX);
-        b.consumed = self.merged.progress().0;
-        b.index_lines();
-        Ok((!b.data.is_empty()).then_some(b))
-    }
-
-    fn stats(&self) -> Vec<(String, ReadStats)> {
-        self.merged.stats()
-    }
-}
-
 /// Runs `source` on a thread of its own, passes each block through `stage`
 /// on that thread (the caller's per-block work, e.g. the literal scan), and
 /// sends the results through a channel of `capacity` blocks. The thread
@@ -345,7 +317,7 @@ pub fn spawn<S, T, F>(
     capacity: usize,
     mut stage: F,
 ) -> io::Result<(
-    tokio::sync::mpsc::Receiver<Result<T, ReplayError>>,
+    tokio::sync::mpsc::Receiver<Result<T, ReadError>>,
     std::thread::JoinHandle<Vec<(String, ReadStats)>>,
 )>
 where
@@ -369,7 +341,7 @@ pub fn spawn_into<S, T, F>(
 where
     S: BlockSource + Send + 'static,
     T: Send + 'static,
-    F: FnMut(Result<Block, ReplayError>) -> T + Send + 'static,
+    F: FnMut(Result<Block, ReadError>) -> T + Send + 'static,
 {
     std::thread::Builder::new()
         .name("sigwatch-read".into())
@@ -436,7 +408,7 @@ mod tests {
     struct Endless(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
     impl BlockSource for Endless {
-        fn next_block(&mut self) -> Result<Option<Block>, ReplayError> {
+        fn next_block(&mut self) -> Result<Option<Block>, ReadError> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(Some(Block::from_lines([(0, "x")])))
         }

@@ -5,7 +5,7 @@
 //! merged by each line's own time (ties to the file named first), replay
 //! sees the cluster as it happened, whatever the files' sizes or order.
 
-use super::block::{BlockSource, MergedBlocks, ReadBlocks};
+use super::block::{Block, BlockSource, ReadBlocks, ReadError, BLOCK_BYTES};
 use super::stdin::{LineReader, ReadStats};
 use super::Source;
 
@@ -15,16 +15,6 @@ use super::Source;
 /// decoding, not reading.
 pub type TimeOf = fn(&str, Option<i64>) -> Option<i64>;
 use std::io::{self, BufRead};
-
-/// A replay error: a file that cannot be opened or read.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
-pub struct ReplayError {
-    /// The file.
-    pub path: String,
-    /// The I/O error.
-    pub source: io::Error,
-}
 
 struct Input {
     name: String,
@@ -37,8 +27,8 @@ struct Input {
 }
 
 impl Input {
-    fn open(f: &str) -> Result<Input, ReplayError> {
-        let err = |e| ReplayError {
+    fn open(f: &str) -> Result<Input, ReadError> {
+        let err = |e| ReadError {
             path: f.to_string(),
             source: e,
         };
@@ -68,8 +58,8 @@ impl Input {
 
     /// Reads the next line; a line without a time of its own sorts with the
     /// line before it.
-    fn advance(&mut self, time_of: TimeOf) -> Result<(), ReplayError> {
-        let line = self.lines.next_line().map_err(|e| ReplayError {
+    fn advance(&mut self, time_of: TimeOf) -> Result<(), ReadError> {
+        let line = self.lines.next_line().map_err(|e| ReadError {
             path: self.name.clone(),
             source: e,
         })?;
@@ -112,9 +102,9 @@ pub struct ReplayInput {
 
 /// Opens files for replay; fails on the first that cannot be opened.
 /// Several files are merged by `time_of`.
-pub fn open(files: &[String], time_of: TimeOf) -> Result<ReplayInput, ReplayError> {
+pub fn open(files: &[String], time_of: TimeOf) -> Result<ReplayInput, ReadError> {
     if let [f] = files {
-        let err = |e| ReplayError {
+        let err = |e| ReadError {
             path: f.to_string(),
             source: e,
         };
@@ -152,7 +142,7 @@ pub struct Merged {
 impl Merged {
     /// Opens every file; fails on the first that cannot be opened. Lines
     /// are merged by `time_of`.
-    pub fn open(files: &[String], time_of: TimeOf) -> Result<Merged, ReplayError> {
+    pub fn open(files: &[String], time_of: TimeOf) -> Result<Merged, ReadError> {
         let mut inputs = files
             .iter()
             .map(|f| Input::open(f))
@@ -173,7 +163,7 @@ impl Merged {
 
     /// The next line in time order, borrowed until the next call, with the
     /// index of the input it came from (see [`Merged::sources`]).
-    pub fn next_indexed(&mut self) -> Result<Option<(usize, &str)>, ReplayError> {
+    pub fn next_indexed(&mut self) -> Result<Option<(usize, &str)>, ReadError> {
         if self.inputs.len() == 1 {
             return Ok(self.next_single()?.map(|(_, l)| (0, l)));
         }
@@ -202,11 +192,11 @@ impl Merged {
         self.inputs.iter().map(|i| i.source.clone()).collect()
     }
 
-    fn next_single(&mut self) -> Result<Option<(&Source, &str)>, ReplayError> {
+    fn next_single(&mut self) -> Result<Option<(&Source, &str)>, ReadError> {
         let Some(inp) = self.inputs.first_mut() else {
             return Ok(None);
         };
-        let line = inp.lines.next_line_ref().map_err(|e| ReplayError {
+        let line = inp.lines.next_line_ref().map_err(|e| ReadError {
             path: inp.name.clone(),
             source: e,
         })?;
@@ -226,6 +216,43 @@ impl Merged {
             .iter()
             .map(|i| (i.name.clone(), i.lines.stats))
             .collect()
+    }
+}
+
+/// Blocks from several files merged by time, each run of lines tagged
+/// with its file.
+pub struct MergedBlocks {
+    merged: Merged,
+}
+
+impl MergedBlocks {
+    /// Wraps opened inputs.
+    pub fn new(merged: Merged) -> MergedBlocks {
+        MergedBlocks { merged }
+    }
+}
+
+impl BlockSource for MergedBlocks {
+    fn next_block(&mut self) -> Result<Option<Block>, ReadError> {
+        let mut b = Block::default();
+        let mut last: Option<usize> = None;
+        while b.data.len() < BLOCK_BYTES {
+            let Some((i, line)) = self.merged.next_indexed()? else {
+                break;
+            };
+            b.close_run(last, i);
+            last = Some(i);
+            b.data.push_str(line);
+            b.data.push('\n');
+        }
+        b.close_run(last, usize::MAX);
+        b.consumed = self.merged.progress().0;
+        b.index_lines();
+        Ok((!b.data.is_empty()).then_some(b))
+    }
+
+    fn stats(&self) -> Vec<(String, ReadStats)> {
+        self.merged.stats()
     }
 }
 
