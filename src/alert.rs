@@ -67,6 +67,9 @@ pub struct Notification {
     pub share: Option<f64>,
     /// Up to 3 sample lines, truncated.
     pub samples: Vec<String>,
+    /// The log template (novelty alerts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
     /// Stable hash of (rule, group), 16 hex digits.
     pub fingerprint: String,
     /// True for a repeat of an already-notified firing alert.
@@ -542,6 +545,8 @@ pub fn render(
             "top_group" => e.top_groups.first().map(|g| g.0.clone()),
             "first_seen" => e.first_seen.map(format_rfc3339),
             "last_seen" => e.last_seen.map(format_rfc3339),
+            "template" => e.template.clone(),
+            "level" => e.level.clone(),
             other => {
                 let f = other
                     .strip_prefix("field.")
@@ -578,6 +583,7 @@ pub fn render(
             .collect(),
         share: e.share,
         samples: e.samples.clone(),
+        template: e.template.clone(),
         fingerprint: fingerprint(&rule.id, key),
         repeat,
     }

@@ -320,6 +320,7 @@ mod tests {
             top_groups: vec![],
             share: None,
             samples: vec![],
+            template: None,
             fingerprint: String::new(),
             repeat: false,
         }

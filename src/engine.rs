@@ -8,6 +8,10 @@ use crate::alert::{self, Alerts, Notification};
 use crate::decode::{self, resolve_key, Decoder, Prepared};
 use crate::detect::{self, Detector, Hit, Status, Step, CLUSTER};
 use crate::matcher::{Matcher, MatcherError, Scratch};
+use crate::mining::{
+    watch::{Novel, Watch, WatchStats},
+    MinerState,
+};
 use crate::rules::{self, Detect, RuleSet};
 use crate::scan;
 use crate::source::{self, Source};
@@ -52,6 +56,9 @@ pub struct Stats {
     pub evicted_groups: u64,
     /// Alert counters.
     pub alerts: alert::AlertStats,
+    /// Template mining and novelty counters (when novelty is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub novelty: Option<WatchStats>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -94,6 +101,8 @@ pub struct Engine {
     evicted_base: Vec<u64>,
     /// Evictions of rules removed by reloads.
     retired_evictions: u64,
+    /// Template mining for the novelty rule, and that rule's index.
+    novelty: Option<(usize, Watch)>,
 }
 
 /// What a rule reload changed (see [`Engine::reload`]).
@@ -184,6 +193,18 @@ impl Wiring {
     }
 }
 
+/// The novelty rule of a set and its settings, if novelty is on.
+fn novelty_rule(rules: &RuleSet) -> Option<(usize, &rules::Novelty)> {
+    rules
+        .rules
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| match &r.detect {
+            Detect::Novelty(n) => Some((i, n)),
+            _ => None,
+        })
+}
+
 /// The population sampling period for a set of detectors.
 fn sample_period(detectors: &[Box<dyn Detector>]) -> i64 {
     detect::Sampler::period_for(detectors.iter().filter_map(|d| d.population_window()).min())
@@ -237,6 +258,11 @@ impl Engine {
             rule_hits: vec![0; n],
             evicted_base: vec![0; n],
             retired_evictions: 0,
+            novelty: None,
+        })
+        .map(|mut e| {
+            e.novelty = novelty_rule(&e.rules).map(|(ri, spec)| (ri, Watch::new(spec)));
+            e
         })
     }
 
@@ -326,6 +352,14 @@ impl Engine {
         self.detectors = detectors;
         self.rule_hits = rule_hits;
         self.evicted_base = evicted_base;
+        self.novelty = match (self.novelty.take(), novelty_rule(&new)) {
+            (Some((_, mut w)), Some((ri, spec))) => {
+                w.reconfigure(spec);
+                Some((ri, w))
+            }
+            (None, Some((ri, spec))) => Some((ri, Watch::new(spec))),
+            (_, None) => None,
+        };
         self.rules = new;
         Ok(summary)
     }
@@ -345,6 +379,7 @@ impl Engine {
         let mut s = self.stats.clone();
         s.decode = self.decoder.stats().clone();
         s.alerts = self.alerts.stats().clone();
+        s.novelty = self.novelty.as_ref().map(|(_, w)| w.stats());
         s.evicted_groups = self.retired_evictions
             + self.evicted_base.iter().sum::<u64>()
             + self.detectors.iter().map(|d| d.evicted()).sum::<u64>();
@@ -387,6 +422,34 @@ impl Engine {
             }
         }
         n
+    }
+
+    /// The mined templates with the novelty state, to save across a
+    /// restart (`--state-dir`); None when novelty is off.
+    pub fn templates_state(&self) -> Option<MinerState> {
+        self.novelty.as_ref().map(|(_, w)| w.state())
+    }
+
+    /// Starts novelty from saved templates (a baseline from `sigwatch
+    /// learn`, or a previous run's state). Returns the number of templates
+    /// loaded (0 when novelty is off).
+    pub fn load_templates(&mut self, state: &MinerState) -> usize {
+        let Some((ri, _)) = self.novelty.as_ref() else {
+            return 0;
+        };
+        let ri = *ri;
+        let Some((_, spec)) = novelty_rule(&self.rules) else {
+            return 0;
+        };
+        let w = Watch::restore(spec, state);
+        let n = w.miner().len();
+        self.novelty = Some((ri, w));
+        n
+    }
+
+    /// The template miner of the novelty rule, if on.
+    pub fn miner(&self) -> Option<&crate::mining::Miner> {
+        self.novelty.as_ref().map(|(_, w)| w.miner())
     }
 
     /// Per rule: (id, confirmed matches, groups evicted by `max_groups`).
@@ -571,6 +634,12 @@ impl Engine {
                 self.decoder.count_malformed();
             }
         }
+        if let Some((ri, w)) = self.novelty.as_mut() {
+            let ri = *ri;
+            if let Some(novel) = w.observe(&p.text, p.format, t) {
+                self.route_novel(ri, &novel, p, t, out);
+            }
+        }
         if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
             self.tick(self.watermark, out);
         }
@@ -646,6 +715,46 @@ impl Engine {
                 self.evaluate_hit(ri, &group, now, out);
             }
         }
+    }
+
+    /// A line of a new template: a hit of the novelty rule, keyed by the
+    /// template, grouped by the rule's keys. Rare (only new templates after
+    /// learning), so the line is fully decoded for its group.
+    fn route_novel(
+        &mut self,
+        ri: usize,
+        novel: &Novel,
+        p: &Prepared<'_>,
+        t: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        let event = self.decoder.event(p);
+        let rule = &self.rules.rules[ri];
+        let keys = &self.rules.keys;
+        let get = |k: &str| event.get(k);
+        let group = rule
+            .group_by
+            .iter()
+            .find_map(|k| resolve_key(keys, k, &get))
+            .unwrap_or_else(|| {
+                self.stats.ungrouped += 1;
+                "unknown".to_string()
+            });
+        self.stats.hits += 1;
+        if let Some(h) = self.rule_hits.get_mut(ri) {
+            *h += 1;
+        }
+        let hit = Hit {
+            group: &group,
+            partition: &novel.key,
+            time: t,
+            step: Step::Primary,
+            sample: &event.text,
+        };
+        self.detectors[ri].observe(&hit);
+        self.detectors[ri].annotate(&novel.key, &novel.template, Some(novel.level.as_str()));
+        let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
+        self.evaluate_hit(ri, &novel.key, now, out);
     }
 
     fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
@@ -765,7 +874,8 @@ mod tests {
 
     fn set(threshold: u32, summary: &str, extra: &str) -> RuleSet {
         let text = format!(
-            r#"rules:
+            r#"novelty: {{enabled: false}}
+rules:
   - id: t.errors
     title: Errors
     severity: warning

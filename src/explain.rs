@@ -53,6 +53,18 @@ pub fn describe_detector(d: &Detect) -> String {
         Detect::Sequence { within, .. } => {
             format!("sequence: this, then the `then` match within {within}")
         }
+        Detect::Novelty(n) => {
+            let mut w = String::new();
+            let _ = crate::rules::duration::format_duration(n.window, &mut w);
+            let mut l = String::new();
+            let _ = crate::rules::duration::format_duration(n.learn_for, &mut l);
+            format!(
+                "novelty: a new {} template on {} group(s), or {} line(s) on one, within {w} (learning the first {l})",
+                n.page_levels.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("/"),
+                n.min_groups,
+                n.min_count
+            )
+        }
     }
 }
 
@@ -116,6 +128,35 @@ impl Explainer {
         })
     }
 
+    /// The line's log template and what novelty does with it.
+    fn template_of(&self, p: &crate::decode::Prepared<'_>) -> String {
+        use crate::decode::level::{mining_message, quick_level};
+        let Some(msg) = mining_message(&p.text, p.format, Some(p.time)) else {
+            return "(no message)".into();
+        };
+        let template = format!("`{}`", clip(&crate::mining::tokenize(&msg).join(" "), 160));
+        let level = quick_level(&p.text, p.format);
+        let novelty = self.set.rules.iter().find_map(|r| match &r.detect {
+            Detect::Novelty(n) => Some(n),
+            _ => None,
+        });
+        let verdict = match (novelty, level) {
+            (None, _) => "novelty is off".to_string(),
+            (Some(_), None) => "no level: novelty does not mine it".to_string(),
+            (Some(n), Some(l)) if !n.levels.contains(&l) => {
+                format!("level {}: novelty does not mine it", l.as_str())
+            }
+            (Some(n), Some(l)) if n.page_levels.contains(&l) => {
+                format!("level {}: mined; pages when new", l.as_str())
+            }
+            (Some(_), Some(l)) => format!("level {}: mined; never pages", l.as_str()),
+        };
+        if novelty.is_some_and(|n| n.ignore.iter().any(|i| msg.contains(i.as_str()))) {
+            return format!("{template} (ignored by novelty.ignore)");
+        }
+        format!("{template} ({verdict})")
+    }
+
     /// Explains one line. `only`: rule ids to explain in full even when
     /// none of their literals occur (empty: the rules whose literals occur).
     pub fn explain(&mut self, raw: &str, only: &[String]) -> String {
@@ -155,6 +196,7 @@ impl Explainer {
             event.level.map_or("(none)", |l| l.as_str())
         );
         let _ = writeln!(o, "  message   {:?}", clip(&event.message, 160));
+        let _ = writeln!(o, "  template  {}", self.template_of(&p));
         let fields: Vec<String> = match &event.fields {
             payload::Fields::Json(m) => m
                 .iter()

@@ -47,6 +47,7 @@ pub mod detect;
 pub mod engine;
 pub mod explain;
 pub mod matcher;
+pub mod mining;
 pub mod notify;
 pub mod rules;
 pub mod ruletest;

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use sigwatch::app::replay::Summary;
 use sigwatch::app::sources::SourceOptions;
-use sigwatch::app::{commands, live, replay, PipelineOptions, RulesOptions};
+use sigwatch::app::{commands, live, mine, replay, PipelineOptions, RulesOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,6 +67,41 @@ enum Cmd {
         after_help = "Examples:\n  sigwatch explain '{\"level\":\"error\",\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_1\"}'\n  kubectl logs --prefix pod/livekit-0 | tail -5 | sigwatch explain --rule livekit.drain_stuck\n\nLines read from stdin share stream context (sticky nodeID, partial lines), as in the pipeline."
     )]
     Explain(ExplainArgs),
+    /// Build a novelty baseline: mine the templates of archived logs into a
+    /// file that `run --templates` (or --state-dir) starts from.
+    #[command(
+        after_help = "Examples:\n  kubectl logs -l app=livekit --prefix --since=168h | sigwatch learn - --out templates.json\n  sigwatch learn /var/log/archive/*.log --out /var/lib/sigwatch/templates.json\n\nOnly the lines novelty mines are learned (its levels, default warn and error;\nits ignore list), with the rules' settings (--rules)."
+    )]
+    Learn(LearnArgs),
+    /// Print the log templates of some logs, most frequent first, per level:
+    /// what the logs say, with the variables masked.
+    #[command(
+        after_help = "Examples:\n  sigwatch templates incident.log --level warn\n  kubectl logs deploy/api --since=1h | sigwatch templates - --top 50\n  sigwatch templates a.log b.log --json | jq -s 'sort_by(-.count)[:5]'"
+    )]
+    Templates(TemplatesArgs),
+}
+
+#[derive(Args)]
+struct LearnArgs {
+    #[command(flatten)]
+    rules: RulesOptions,
+    /// Where to write the templates.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Log files, merged by event time; `-` is stdin.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<String>,
+}
+
+#[derive(Args)]
+struct TemplatesArgs {
+    #[command(flatten)]
+    rules: RulesOptions,
+    #[command(flatten)]
+    o: mine::TemplatesOptions,
+    /// Log files, merged by event time; `-` is stdin.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<String>,
 }
 
 #[derive(Args)]
@@ -138,6 +173,11 @@ fn main() -> ExitCode {
         Cmd::Check(a) => return ExitCode::from(commands::check(&a.rules, a.literals)),
         Cmd::Test(a) => return ExitCode::from(commands::test(&a.rules, &a.paths)),
         Cmd::Explain(a) => return ExitCode::from(commands::explain(&a.rules, &a.only, &a.lines)),
+        Cmd::Learn(a) => mine::learn(&a.rules, &a.files, &a.out).map_err(Into::into),
+        Cmd::Templates(a) => {
+            mine::templates(&a.rules, &a.files, &a.o, &mut std::io::stdout().lock())
+                .map_err(Into::into)
+        }
         Cmd::Run(a) => runtime().and_then(|rt| Ok(rt.block_on(live::run(a.p, a.source))?)),
         Cmd::Replay(a) => {
             let summary = match (a.no_summary, cli.log_format) {

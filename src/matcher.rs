@@ -346,6 +346,10 @@ impl Matcher {
         let mut literal_conds = vec![Vec::new(); literal_count];
         let mut always = Vec::new();
         for (cid, plan) in plans.iter().enumerate() {
+            if set.conditions[cid].never {
+                // Fed by something other than the matcher (novelty).
+                continue;
+            }
             if plan.required.is_empty() {
                 always.push(cid);
                 continue;
@@ -608,6 +612,9 @@ impl Matcher {
     /// Confirms a candidate on the decoded event: regexes (adding named
     /// captures to the event), field and label conditions.
     pub fn confirm(cond: &Condition, event: &mut Event) -> bool {
+        if cond.never {
+            return false;
+        }
         for re in &cond.regexes {
             let Some(caps) = re.captures(&event.text) else {
                 return false;

@@ -76,12 +76,12 @@ impl Telemetry {
         let gauges = Family::<Labels, Gauge>::default();
         registry.register(
             "events",
-            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, truncated lines, evicted streams/groups, lines by wrapper and format, notifications by receiver and outcome, matches by rule, rule reloads by outcome",
+            "Counts by kind: lines, candidates, hits, malformed, late, ungrouped, partial chunks and overflows, truncated lines, evicted streams/groups, lines mined into templates, novel lines and templates, templates evicted, lines by wrapper and format, notifications by receiver and outcome, matches by rule, rule reloads by outcome",
             counters.clone(),
         );
         registry.register(
             "state",
-            "Gauges: alerts firing, queue depth by receiver, Loki lag seconds, whether the last rule reload succeeded, build info",
+            "Gauges: alerts firing, templates known, queue depth by receiver, Loki lag seconds, whether the last rule reload succeeded, build info",
             gauges.clone(),
         );
         gauges
@@ -170,6 +170,20 @@ impl Telemetry {
             ("alerts_resolved", s.stats.alerts.resolved),
         ] {
             self.counter(l(&[("kind", kind)]), v);
+        }
+        if let Some(n) = &s.stats.novelty {
+            for (kind, v) in [
+                ("lines_mined", n.mined),
+                ("lines_mined_ignored", n.ignored),
+                ("novel_lines", n.novel_lines),
+                ("novel_templates", n.novel_templates),
+                ("templates_evicted", n.templates_evicted),
+            ] {
+                self.counter(l(&[("kind", kind)]), v);
+            }
+            self.gauges
+                .get_or_create(&l(&[("kind", "templates")]))
+                .set(n.templates as i64);
         }
         for (format, v) in d.formats.nonzero() {
             self.counter(l(&[("kind", "lines_by_format"), ("format", format)]), v);

@@ -134,6 +134,7 @@ fn notification(state: AlertState) -> Notification {
         }],
         share: Some(0.96),
         samples: vec!["{\"msg\":\"egress_failed\"}".into()],
+        template: None,
         fingerprint: sigwatch::alert::fingerprint("egress.black_hole", "NE_2rANN76DeYtZ"),
         repeat: false,
     }

@@ -19,20 +19,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("decode", &["clock", "source"]),
     ("rules", &["decode"]),
     ("matcher", &["decode", "rules", "source"]),
+    ("mining", &["decode", "rules"]),
     ("scan", &["decode", "matcher", "source"]),
     ("detect", &["rules"]),
     ("alert", &["decode", "detect", "rules"]),
     (
         "engine",
         &[
-            "alert", "decode", "detect", "matcher", "rules", "scan", "source",
+            "alert", "decode", "detect", "matcher", "mining", "rules", "scan", "source",
         ],
     ),
     ("notify", &["alert", "clock", "decode", "detect", "rules"]),
     ("server", &["clock", "engine", "notify", "stats"]),
     (
         "explain",
-        &["decode", "detect", "matcher", "rules", "source"],
+        &["decode", "detect", "matcher", "mining", "rules", "source"],
     ),
     (
         "ruletest",
@@ -42,8 +43,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
-            "alert", "clock", "config", "decode", "engine", "explain", "matcher", "notify",
-            "rules", "ruletest", "scan", "server", "source", "stats",
+            "alert", "clock", "config", "decode", "engine", "explain", "matcher", "mining",
+            "notify", "rules", "ruletest", "scan", "server", "source", "stats",
         ],
     ),
 ];

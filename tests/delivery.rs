@@ -33,6 +33,7 @@ fn note(i: usize, state: AlertState) -> Notification {
         top_groups: vec![],
         share: None,
         samples: vec![],
+        template: None,
         fingerprint: format!("{i:016x}"),
         repeat: false,
     }

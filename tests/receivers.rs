@@ -31,6 +31,7 @@ fn note(state: AlertState) -> Notification {
         samples: vec![
             "{\"msg\":\"egress_failed\",\"error\":\"No space left on the resource.\"}".into(),
         ],
+        template: None,
         fingerprint: "821a94053e655138".into(),
         repeat: false,
     }

@@ -161,7 +161,8 @@ pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
             r.origin.file,
             r.origin.line
         );
-        if m.is_empty() || n.is_empty() {
+        let fed_by_miner = matches!(r.detect, crate::rules::Detect::Novelty(_));
+        if !fed_by_miner && (m.is_empty() || n.is_empty()) {
             println!(
                 "     warning: {} has no {} examples",
                 r.id,

@@ -4,7 +4,7 @@
 //! and metrics, and a bounded drain on shutdown.
 
 use super::sources::{self, Input, SourceOptions};
-use super::{build_engine, load_rules, AppError, PipelineOptions, RulesOptions};
+use super::{build_engine, AppError, PipelineOptions, RulesOptions};
 use crate::alert::Notification;
 use crate::clock::wall_ns;
 use crate::engine::Engine;
@@ -70,6 +70,11 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
                 adopted,
                 "Alerts firing before the restart adopted; they will not page again."
             );
+        }
+        // The templates of the previous run: no second learning period.
+        let t = templates_path(dir);
+        if t.exists() {
+            super::load_templates(&mut engine, &t)?;
         }
     }
     let (d, ams) = super::receivers::dispatcher(
@@ -179,7 +184,7 @@ fn reload(
     telemetry: &Telemetry,
     out: &mut Vec<Notification>,
 ) {
-    let result = load_rules(&p.rules)
+    let result = super::pipeline_rules(p)
         .map_err(|e| e.to_string())
         .and_then(|set| engine.reload(set, out).map_err(|e| e.to_string()));
     match result {
@@ -222,6 +227,7 @@ async fn drive(
     let mut clock: Option<(i64, i64)> = None;
     let mut newest_entry: Option<i64> = None;
     let mut saved = crate::alert::SavedState::default();
+    let mut templates_saved = std::time::Instant::now();
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         tokio::select! {
@@ -309,6 +315,10 @@ async fn drive(
         // already saved (cheap: written only when it changed).
         if let Some(dir) = &a.state_dir {
             save_state(dir, &engine, &mut saved);
+            if templates_saved.elapsed() >= TEMPLATES_EVERY {
+                save_templates(dir, &engine);
+                templates_saved = std::time::Instant::now();
+            }
         }
     }
     if let Some(n) = newest_entry {
@@ -319,9 +329,28 @@ async fn drive(
     }
     if let Some(dir) = &a.state_dir {
         save_state(dir, &engine, &mut saved);
+        save_templates(dir, &engine);
     }
     finish(&p, &engine, d).await;
     Ok(())
+}
+
+/// Where the mined templates are kept under `--state-dir`.
+fn templates_path(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("templates.json")
+}
+
+/// How often (wall time) the templates are saved while running.
+const TEMPLATES_EVERY: Duration = Duration::from_secs(60);
+
+/// Saves the mined templates (novelty on only); failures are logged.
+fn save_templates(dir: &std::path::Path, engine: &Engine) {
+    if let Some(state) = engine.templates_state() {
+        let p = templates_path(dir);
+        if let Err(e) = crate::mining::save(&p, &state) {
+            tracing::error!(error = %e, "Cannot save the templates.");
+        }
+    }
 }
 
 /// Reads `state-dir/state.json` (missing: a fresh start).

@@ -12,6 +12,7 @@
 
 pub mod commands;
 pub mod live;
+pub mod mine;
 pub mod receivers;
 pub mod replay;
 pub mod sources;
@@ -133,6 +134,15 @@ pub struct PipelineOptions {
     #[arg(long, default_value_t = crate::source::MAX_LINE_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_line_bytes: u64,
+    /// Known templates for novelty (from `sigwatch learn`): no learning
+    /// period, templates not in the file are new from the first line.
+    /// With --state-dir, the saved templates.json takes precedence.
+    #[arg(long, value_name = "FILE")]
+    pub templates: Option<PathBuf>,
+    /// Turn novelty (pages on new error templates) off, whatever the rule
+    /// files say.
+    #[arg(long)]
+    pub no_novelty: bool,
 }
 
 impl Default for PipelineOptions {
@@ -154,6 +164,8 @@ impl Default for PipelineOptions {
             config: None,
             stats: false,
             max_line_bytes: crate::source::MAX_LINE_BYTES as u64,
+            templates: None,
+            no_novelty: false,
         }
     }
 }
@@ -171,15 +183,47 @@ pub fn load_rules(a: &RulesOptions) -> Result<RuleSet, rules::RuleErrors> {
 /// arrival time stand in for a missing event time.
 pub fn build_engine(p: &PipelineOptions, live: bool) -> Result<Engine, AppError> {
     crate::source::set_max_line_bytes(usize::try_from(p.max_line_bytes).unwrap_or(usize::MAX));
-    let set = load_rules(&p.rules)?;
+    let set = pipeline_rules(p)?;
     tracing::info!(rules = set.rules.len(), "Rules loaded.");
-    Ok(Engine::new(
+    let mut engine = Engine::new(
         set,
         Options {
             live,
             lateness_ns: p.lateness.ns(),
         },
-    )?)
+    )?;
+    if let Some(f) = &p.templates {
+        load_templates(&mut engine, f)?;
+    }
+    Ok(engine)
+}
+
+/// The rules of a pipeline: the files named (or the built-in pack),
+/// without novelty under `--no-novelty`.
+pub fn pipeline_rules(p: &PipelineOptions) -> Result<RuleSet, rules::RuleErrors> {
+    let mut set = load_rules(&p.rules)?;
+    if p.no_novelty {
+        set.rules
+            .retain(|r| !matches!(r.detect, rules::Detect::Novelty(_)));
+    }
+    Ok(set)
+}
+
+/// Starts the engine's novelty from a template file; a file that cannot be
+/// read or parsed is an error (it was asked for).
+pub fn load_templates(engine: &mut Engine, path: &std::path::Path) -> Result<usize, AppError> {
+    let state = crate::mining::load(path).map_err(|e| {
+        AppError::Setup(format!(
+            "{e} (a file from `sigwatch learn`; move it away to start fresh)"
+        ))
+    })?;
+    let n = engine.load_templates(&state);
+    if engine.miner().is_none() {
+        tracing::warn!(path = %path.display(), "Novelty is off; the templates are not used.");
+    } else {
+        tracing::info!(path = %path.display(), templates = n, "Known templates loaded.");
+    }
+    Ok(n)
 }
 
 /// A secret from a file (trimmed) or, failing that, the environment.

@@ -211,6 +211,24 @@ fn summary(
             drops.join(" · ")
         }
     );
+    if let Some(n) = &s.novelty {
+        let _ = writeln!(
+            o,
+            "templates  {} known from {} lines mined{}{}",
+            indicatif::HumanCount(n.templates),
+            indicatif::HumanCount(n.mined),
+            if n.novel_templates > 0 {
+                format!(" · {} new after learning", n.novel_templates)
+            } else {
+                String::new()
+            },
+            if n.templates_evicted > 0 {
+                format!(" · {} evicted", n.templates_evicted)
+            } else {
+                String::new()
+            }
+        );
+    }
     let rules = engine.rule_stats();
     let w = rules
         .iter()

@@ -10,6 +10,7 @@
 pub mod context;
 mod event;
 pub mod keys;
+pub mod level;
 mod multiline;
 pub mod payload;
 pub mod quick;
@@ -80,6 +81,9 @@ pub struct Prepared<'a> {
     /// Whether a rule literal can occur in `text`, when the block scan
     /// already answered it (None: the matcher must scan the text).
     pub prefiltered: Option<bool>,
+    /// The payload's format as sniffed from its first bytes (see
+    /// [`payload::sniff`]).
+    pub format: &'static str,
 }
 
 /// The decoder: unwrapping, stream context, time resolution.
@@ -409,7 +413,8 @@ impl Decoder {
             }
         };
         let text = self.reassemble_block(sid, text)?;
-        self.stats.formats.add(payload::sniff(&text));
+        let format = payload::sniff(&text);
+        self.stats.formats.add(format);
         // The block scan's findings apply when the text is a slice of the
         // raw line (no colour codes removed, no unescaping, no joining).
         let mut prefiltered = None;
@@ -445,6 +450,7 @@ impl Decoder {
             sid,
             time,
             prefiltered,
+            format,
         })
     }
 

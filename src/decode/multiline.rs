@@ -94,12 +94,14 @@ impl Decoder {
         self.full_scanned = false;
         self.afters_possible = true;
         let time = self.update_stream(sid, &text, None, arrival);
+        let format = super::payload::sniff(&text);
         Some(Prepared {
             text: Cow::Owned(text),
             wrapper_time: None,
             sid,
             time,
             prefiltered: None,
+            format,
         })
     }
 }

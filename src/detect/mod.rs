@@ -4,13 +4,14 @@
 //! observes the population (every event's group key, for `spread` and
 //! `share`), and on evaluation reports, per alert key, whether its condition
 //! holds. Lifecycle (pending, firing, resolved) is the alert stage's job, so
-//! the six kinds stay small and testable on their own.
+//! the seven kinds stay small and testable on their own.
 //!
 //! State is bounded: every map of groups is an LRU of at most `max_groups`
 //! entries, and every eviction is counted.
 
 pub mod absent;
 pub mod count;
+pub mod novelty;
 pub mod persist;
 pub mod sequence;
 pub mod share;
@@ -87,6 +88,10 @@ pub struct Evidence {
     pub total: Option<u64>,
     /// Up to [`MAX_SAMPLES`] sample lines.
     pub samples: Vec<String>,
+    /// The log template (novelty).
+    pub template: Option<String>,
+    /// The template's most severe level (novelty).
+    pub level: Option<String>,
 }
 
 /// A detector kind.
@@ -104,6 +109,8 @@ pub trait Detector: Send {
     fn population_window(&self) -> Option<i64> {
         None
     }
+    /// Names what a key is about: its log template and level (novelty).
+    fn annotate(&mut self, _key: &str, _template: &str, _level: Option<&str>) {}
     /// Reports the condition of every key that is active or just changed.
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>);
     /// Reports the condition of one group only, right after its hit; false
@@ -134,6 +141,7 @@ pub fn build(rule: &Rule) -> Box<dyn Detector> {
         Detect::Share(s) => Box::new(share::Share::new(s, max)),
         Detect::Absent(a) => Box::new(absent::Absent::new(a.for_.ns(), max)),
         Detect::Sequence { within, .. } => Box::new(sequence::Sequence::new(within.ns(), max)),
+        Detect::Novelty(n) => Box::new(novelty::Novelty::new(n, max)),
     }
 }
 

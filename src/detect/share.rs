@@ -203,6 +203,7 @@ impl Detector for Share {
             groups: Some(p.counts.len()),
             total: Some(p.total),
             samples: g.samples.clone(),
+            ..Evidence::default()
         }
     }
 

@@ -632,6 +632,7 @@ mod tests {
             top_groups: vec![],
             share: None,
             samples: vec![],
+            template: None,
             fingerprint: format!("fp{i}"),
             repeat: false,
         }

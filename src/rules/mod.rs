@@ -8,6 +8,7 @@ pub mod duration;
 pub mod model;
 pub mod template;
 
+use crate::decode::payload::Level;
 use crate::decode::{KeyConfig, WORKLOAD_KEY};
 use duration::Dur;
 use model::{DetectSpec, FieldCond, MatchSpec, RuleFile, RuleSpec, Severity};
@@ -109,6 +110,9 @@ pub struct Condition {
     pub fields: Vec<(String, ValueCond)>,
     /// Label / context conditions.
     pub labels: Vec<(String, ValueCond)>,
+    /// Never a candidate: the condition of a rule fed by something other
+    /// than the matcher (novelty).
+    pub never: bool,
 }
 
 impl Condition {
@@ -135,6 +139,9 @@ pub enum Detect {
     Share(model::ShareSpec),
     /// See [`model::AbsentSpec`].
     Absent(model::AbsentSpec),
+    /// New templates (see [`Novelty`]); fed by the template miner, not
+    /// the matcher.
+    Novelty(Novelty),
     /// The second step's condition and the time allowed.
     Sequence {
         /// Condition of the second step.
@@ -153,6 +160,7 @@ impl Detect {
             Detect::Spread(_) => "spread",
             Detect::Share(_) => "share",
             Detect::Absent(_) => "absent",
+            Detect::Novelty(_) => "novelty",
             Detect::Sequence { .. } => "sequence",
         }
     }
@@ -166,10 +174,41 @@ impl Detect {
             Detect::Spread(s) => s.window,
             Detect::Share(s) => s.window,
             Detect::Absent(_) => Dur(0),
+            Detect::Novelty(n) => Dur(n.window),
             Detect::Sequence { within, .. } => *within,
         }
     }
 }
+
+/// The compiled `novelty:` section (durations in ns).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Novelty {
+    /// Levels mined.
+    pub levels: Vec<Level>,
+    /// Levels whose new templates page.
+    pub page_levels: Vec<Level>,
+    /// Learning time from the first line.
+    pub learn_for: i64,
+    /// Rate and spread window.
+    pub window: i64,
+    /// Lines of a new template on one group that fire.
+    pub min_count: u64,
+    /// Groups with a new template that fire.
+    pub min_groups: usize,
+    /// How long a template stays new.
+    pub novel_for: i64,
+    /// Unseen this long, a template is new again.
+    pub forget_after: i64,
+    /// Template cap.
+    pub max_templates: usize,
+    /// Similarity threshold.
+    pub similarity: f64,
+    /// Literals whose messages are never mined.
+    pub ignore: Vec<String>,
+}
+
+/// The id of the novelty rule (its alerts' `alertname`).
+pub const NOVELTY_RULE: &str = "novel";
 
 /// Where a rule was defined.
 #[derive(Debug, Clone, PartialEq)]
@@ -370,6 +409,10 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
             }
         }
     }
+    let parsed_meta: Vec<(String, String, Option<model::NoveltySpec>)> = parsed
+        .iter()
+        .map(|(n, t, f)| (n.to_string(), t.to_string(), f.novelty.clone()))
+        .collect();
     for (name, text, f) in parsed {
         let mut occurrences: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
@@ -409,11 +452,214 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
             }
         }
     }
+    // Novelty: on unless a file turns it off; one file at most sets it.
+    let mut novelty: Option<(&String, &String, &model::NoveltySpec)> = None;
+    for (name, text, f) in &parsed_meta {
+        let Some(spec) = f else { continue };
+        let (line, column) = locate_top(text, "novelty");
+        if let Some((first, _, _)) = novelty {
+            errors.push(RuleError::At {
+                file: name.to_string(),
+                line,
+                column,
+                message: format!("novelty is already configured in {first}; one file sets it"),
+            });
+            continue;
+        }
+        novelty = Some((name, text, spec));
+    }
+    let default_spec = model::NoveltySpec::default();
+    let (origin, spec) = match novelty {
+        Some((name, text, spec)) => (
+            Origin {
+                file: name.clone(),
+                line: locate_top(text, "novelty").0,
+            },
+            spec,
+        ),
+        None => (
+            Origin {
+                file: "(built in)".into(),
+                line: 0,
+            },
+            &default_spec,
+        ),
+    };
+    if spec.enabled != Some(false) && errors.is_empty() {
+        if seen_ids.contains(NOVELTY_RULE) {
+            errors.push(RuleError::At {
+                file: origin.file.clone(),
+                line: origin.line.max(1),
+                column: 1,
+                message: format!("rule id {NOVELTY_RULE:?} is reserved for novelty"),
+            });
+        } else {
+            match compile_novelty(spec, &mut set, origin.clone()) {
+                Ok(rule) => set.rules.push(rule),
+                Err(message) => errors.push(RuleError::At {
+                    file: origin.file.clone(),
+                    line: origin.line.max(1),
+                    column: 1,
+                    message: format!("novelty: {message}"),
+                }),
+            }
+        }
+    }
     if errors.is_empty() {
         Ok(set)
     } else {
         Err(RuleErrors(errors))
     }
+}
+
+/// Line and column of a top-level `key:` (1, 1 when absent).
+fn locate_top(text: &str, key: &str) -> (usize, usize) {
+    let pat = format!("{key}:");
+    text.lines()
+        .position(|l| l.starts_with(&pat))
+        .map_or((1, 1), |i| (i + 1, 1))
+}
+
+/// Levels named in a novelty section; `error` brings `fatal` along.
+fn novelty_levels(names: &[String], what: &str) -> Result<Vec<Level>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        let l = Level::parse(n).ok_or_else(|| {
+            format!("{what}: unknown level {n:?} (use debug, info, warn, error, fatal)")
+        })?;
+        out.push(l);
+        if l == Level::Error {
+            out.push(Level::Fatal);
+        }
+    }
+    out.sort_by_key(|l| *l as u8);
+    out.dedup();
+    Ok(out)
+}
+
+/// The synthetic rule of the `novelty:` section (see [`Novelty`]).
+fn compile_novelty(
+    spec: &model::NoveltySpec,
+    set: &mut RuleSet,
+    origin: Origin,
+) -> Result<Rule, String> {
+    let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let levels = novelty_levels(
+        spec.levels.as_deref().unwrap_or(&strs(&["error", "warn"])),
+        "levels",
+    )?;
+    let page_levels = novelty_levels(
+        spec.page_levels.as_deref().unwrap_or(&strs(&["error"])),
+        "page_levels",
+    )?;
+    if let Some(l) = page_levels.iter().find(|l| !levels.contains(l)) {
+        return Err(format!(
+            "page_levels has {} but levels does not: only mined levels can page",
+            l.as_str()
+        ));
+    }
+    let d = |v: Option<Dur>, default: i64, what: &str| -> Result<i64, String> {
+        let ns = v.unwrap_or(Dur::secs(default)).ns();
+        if ns < 0 {
+            return Err(format!("{what} must not be negative"));
+        }
+        Ok(ns)
+    };
+    let window = d(spec.window, 300, "window")?;
+    if window == 0 {
+        return Err("window must be positive".into());
+    }
+    let similarity = spec.similarity.unwrap_or(0.5);
+    if !(similarity > 0.0 && similarity <= 1.0) {
+        return Err("similarity must be in (0, 1]".into());
+    }
+    let n = Novelty {
+        levels,
+        page_levels,
+        learn_for: d(spec.learn_for, 3600, "learn_for")?,
+        window,
+        min_count: spec.min_count.unwrap_or(5).max(1),
+        min_groups: spec.min_groups.unwrap_or(2).max(1),
+        novel_for: d(spec.novel_for, 3600, "novel_for")?,
+        forget_after: d(spec.forget_after, 7 * 86_400, "forget_after")?,
+        max_templates: spec.max_templates.unwrap_or(10_000).max(1),
+        similarity,
+        ignore: spec
+            .ignore
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+    };
+    let group_by = spec
+        .group_by
+        .as_ref()
+        .map(|g| g.to_vec())
+        .unwrap_or_else(|| vec!["node".to_string()]);
+    if group_by.is_empty() || group_by.iter().any(|g| g.trim().is_empty()) {
+        return Err("group_by needs a key".into());
+    }
+    let noun = group_by[0].clone();
+    let mut annotations = BTreeMap::new();
+    let defaults = [
+        (
+            "summary",
+            format!("new {{{{ level }}}} template on {{{{ groups }}}} {noun}(s): `{{{{ template }}}}`"),
+        ),
+        (
+            "description",
+            "A message never seen before (or not for a long time) at this level, first seen {{ first_seen }} on {{ top_group }}; {{ count }} lines so far.".to_string(),
+        ),
+    ];
+    for (k, v) in defaults {
+        annotations.insert(k.to_string(), v);
+    }
+    for (k, v) in &spec.annotations {
+        annotations.insert(k.clone(), v.clone());
+    }
+    let mut compiled = BTreeMap::new();
+    for (k, v) in annotations {
+        let t = Template::parse(&v).map_err(|e| format!("annotation {k}: {e}"))?;
+        compiled.insert(k, t);
+    }
+    for k in spec.labels.keys() {
+        if ["rule", "severity", "group", "alertname"].contains(&k.as_str()) {
+            return Err(format!(
+                "label {k:?} is set by sigwatch and cannot be overridden"
+            ));
+        }
+    }
+    set.conditions.push(Condition {
+        never: true,
+        ..Condition::default()
+    });
+    let cond = set.conditions.len() - 1;
+    Ok(Rule {
+        id: NOVELTY_RULE.to_string(),
+        title: "New error template".into(),
+        severity: spec.severity.unwrap_or(Severity::Warning),
+        description: Some(
+            "A log template never seen before (or not for a long time) at a paging level, \
+             on enough lines of one group or on several groups: a failure mode no rule names."
+                .into(),
+        ),
+        cond,
+        resolve_on: None,
+        group_by,
+        resolve_after: window,
+        detect: Detect::Novelty(n),
+        for_: d(spec.for_, 30, "for")?,
+        repeat_interval: spec
+            .repeat_interval
+            .unwrap_or(DEFAULT_REPEAT_INTERVAL)
+            .ns()
+            .max(1),
+        max_groups: DEFAULT_MAX_GROUPS,
+        annotations: compiled,
+        labels: spec.labels.clone(),
+        examples: Default::default(),
+        origin,
+    })
 }
 
 /// serde_yaml appends " at line L column C"; we print the location up front.

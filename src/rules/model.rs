@@ -22,6 +22,72 @@ pub struct RuleFile {
     /// later lines (livekit-server logs `nodeID` only at startup and drain).
     #[serde(default)]
     pub sticky: Vec<String>,
+    /// Novelty: page on error templates never seen before (on unless a
+    /// file turns it off; at most one file may set it).
+    #[serde(default)]
+    pub novelty: Option<NoveltySpec>,
+}
+
+/// The `novelty:` section: which lines are mined into templates, how long
+/// the miner only learns, and when a new template pages.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NoveltySpec {
+    /// On or off (default on).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Levels mined into templates (default error and warn; fatal counts as error).
+    #[serde(default)]
+    pub levels: Option<Vec<String>>,
+    /// Levels whose new templates page (default error; fatal counts as error).
+    #[serde(default)]
+    pub page_levels: Option<Vec<String>>,
+    /// Event time the miner only learns after its first line (default 1h).
+    #[serde(default)]
+    pub learn_for: Option<Dur>,
+    /// Window for the rate and the spread (default 5m).
+    #[serde(default)]
+    pub window: Option<Dur>,
+    /// Fire when one group logs a new template this often in the window (default 5).
+    #[serde(default)]
+    pub min_count: Option<u64>,
+    /// Or when this many groups log it in the window (default 2).
+    #[serde(default)]
+    pub min_groups: Option<usize>,
+    /// The group keys, first present wins (default node).
+    #[serde(default)]
+    pub group_by: Option<OneOrMany>,
+    /// How long the condition must hold before it pages (default 30s): a
+    /// blip of a few seconds does not page.
+    #[serde(rename = "for", default)]
+    pub for_: Option<Dur>,
+    /// How long a template stays new after it first appears (default 1h).
+    #[serde(default)]
+    pub novel_for: Option<Dur>,
+    /// Unseen this long, a known template counts as new again (default 7d).
+    #[serde(default)]
+    pub forget_after: Option<Dur>,
+    /// Most templates kept (default 10000; the least recently seen go, counted).
+    #[serde(default)]
+    pub max_templates: Option<usize>,
+    /// Least share of agreeing tokens for a message to join a template (default 0.5).
+    #[serde(default)]
+    pub similarity: Option<f64>,
+    /// Severity of the alert (default warning).
+    #[serde(default)]
+    pub severity: Option<Severity>,
+    /// Messages containing any of these literals are never mined.
+    #[serde(default)]
+    pub ignore: Vec<String>,
+    /// Re-notification interval of a firing alert (default 4h).
+    #[serde(default)]
+    pub repeat_interval: Option<Dur>,
+    /// Extra labels of the alert (routing).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations replacing the default summary and description.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// Alert severity.

@@ -21,6 +21,8 @@ pub const VARIABLES: &[&str] = &[
     "top_group",
     "first_seen",
     "last_seen",
+    "template",
+    "level",
 ];
 
 /// A parsed template: literal text and variable references.

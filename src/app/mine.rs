@@ -1,0 +1,210 @@
+//! The template commands: `sigwatch learn` (a novelty baseline from
+//! archived logs) and `sigwatch templates` (the mined templates of some
+//! logs, for an investigation). Both read files as `replay` does (merged by
+//! event time, `-` for stdin) through the real decoder, so templates are
+//! mined from the same messages as in `run`.
+
+use super::{load_rules, AppError, RulesOptions};
+use crate::decode::level::{mining_message, quick_level};
+use crate::decode::payload::Level;
+use crate::decode::{self, Decoder, Prepared};
+use crate::mining::{self, watch::Watch, Miner, MinerConfig, Template};
+use crate::rules::{Detect, Novelty};
+use crate::source::replay::Merged;
+use std::io::Write;
+use std::path::Path;
+
+/// Feeds every prepared line of `files` to `f`; returns the lines read.
+fn each_line(
+    files: &[String],
+    keys: &decode::KeyConfig,
+    mut f: impl FnMut(&Prepared<'_>),
+) -> Result<u64, AppError> {
+    let mut merged = Merged::open(files, decode::peek_time)?;
+    let sources = merged.sources();
+    let fallback = crate::source::Source::named("stdin");
+    let mut dec = Decoder::new(keys, false);
+    let mut n = 0;
+    while let Some((i, line)) = merged.next_indexed()? {
+        n += 1;
+        let src = sources.get(i).unwrap_or(&fallback);
+        if let Some(p) = dec.prepare(src, line, None) {
+            f(&p);
+        }
+        while dec.has_queued() {
+            if let Some(p) = dec.prepare_queued(None) {
+                f(&p);
+            }
+        }
+    }
+    for (_, text) in dec.drain_partials() {
+        if let Some(p) = dec.prepare(&crate::source::Source::named("partial"), &text, None) {
+            f(&p);
+        }
+    }
+    Ok(n)
+}
+
+/// The novelty settings of the rules (the defaults when novelty is off,
+/// so a baseline can be built before it is turned on).
+fn novelty_spec(rules: &RulesOptions) -> Result<Novelty, AppError> {
+    let set = load_rules(rules)?;
+    if let Some(n) = set.rules.iter().find_map(|r| match &r.detect {
+        Detect::Novelty(n) => Some(n.clone()),
+        _ => None,
+    }) {
+        return Ok(n);
+    }
+    let on = crate::rules::compile(&[("default".into(), "rules: []".into())])?;
+    on.rules
+        .into_iter()
+        .find_map(|r| match r.detect {
+            Detect::Novelty(n) => Some(n),
+            _ => None,
+        })
+        .ok_or_else(|| AppError::Setup("no novelty settings".into()))
+}
+
+/// `sigwatch learn`: mines the lines novelty would mine (its levels, its
+/// ignore list) from archived logs and writes the templates to `out` as a
+/// finished learning period: `run --templates` then reports new templates
+/// from its first line.
+pub fn learn(rules: &RulesOptions, files: &[String], out: &Path) -> Result<(), AppError> {
+    let set = load_rules(rules)?;
+    let mut spec = novelty_spec(rules)?;
+    spec.learn_for = i64::MAX;
+    let mut watch = Watch::new(&spec);
+    let lines = each_line(files, &set.keys, |p| {
+        watch.observe(&p.text, p.format, p.time);
+    })?;
+    let mut state = watch.state();
+    state.learn_until = None;
+    state.born.clear();
+    mining::save(out, &state).map_err(|e| AppError::Setup(e.to_string()))?;
+    let s = watch.stats();
+    eprintln!(
+        "learned {} templates from {} of {} lines ({} evicted) -> {}",
+        s.templates,
+        s.mined,
+        lines,
+        s.templates_evicted,
+        out.display()
+    );
+    Ok(())
+}
+
+/// Options of `sigwatch templates`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TemplatesOptions {
+    /// Templates shown per level.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Only lines at this level or above (debug, info, warn, error, fatal);
+    /// default: every line, with or without a level.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub level: Option<Level>,
+    /// One JSON object per template instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Most templates kept (the least recently seen go, counted).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_templates: usize,
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s).ok_or_else(|| format!("unknown level {s:?}"))
+}
+
+/// `sigwatch templates`: mines every line (or those at `--level` and
+/// above) and prints the templates by level, most frequent first.
+pub fn templates(
+    rules: &RulesOptions,
+    files: &[String],
+    o: &TemplatesOptions,
+    w: &mut dyn Write,
+) -> Result<(), AppError> {
+    let set = load_rules(rules)?;
+    let mut miner = Miner::new(MinerConfig {
+        max_templates: o.max_templates.max(1),
+        ..MinerConfig::default()
+    });
+    let mut mined = 0u64;
+    let lines = each_line(files, &set.keys, |p| {
+        let level = quick_level(&p.text, p.format);
+        if o.level.is_some_and(|min| level.is_none_or(|l| l < min)) {
+            return;
+        }
+        if let Some(m) = mining_message(&p.text, p.format, Some(p.time)) {
+            miner.add(&m, p.time, level);
+            mined += 1;
+        }
+    })?;
+    let text = render_templates(&miner, mined, lines, o);
+    w.write_all(text.as_bytes())
+        .map_err(AppError::io("cannot write the templates"))
+}
+
+/// The `templates` output: a table per level, or JSON lines.
+fn render_templates(miner: &Miner, mined: u64, lines: u64, o: &TemplatesOptions) -> String {
+    use std::fmt::Write as _;
+    let mut w = String::new();
+    let all = miner.templates();
+    if o.json {
+        for t in &all {
+            let v = serde_json::json!({
+                "id": t.id,
+                "count": t.count,
+                "level": t.levels.highest().map(Level::as_str),
+                "levels": t.levels,
+                "first_seen": decode::time::format_rfc3339(t.first_seen),
+                "last_seen": decode::time::format_rfc3339(t.last_seen),
+                "template": t.text(),
+            });
+            let _ = writeln!(w, "{v}");
+        }
+        return w;
+    }
+    let _ = writeln!(
+        w,
+        "{} templates from {mined} of {lines} lines ({} evicted)",
+        all.len(),
+        miner.evicted()
+    );
+    let order = [
+        Some(Level::Fatal),
+        Some(Level::Error),
+        Some(Level::Warn),
+        Some(Level::Info),
+        Some(Level::Debug),
+        None,
+    ];
+    for level in order {
+        let of: Vec<&&Template> = all.iter().filter(|t| t.levels.highest() == level).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let total: u64 = of.iter().map(|t| t.count).sum();
+        let _ = writeln!(
+            w,
+            "\n== {} ({} templates, {} lines)\n{:>9}  {:<24}  TEMPLATE",
+            level.map_or("no level", Level::as_str),
+            of.len(),
+            total,
+            "COUNT",
+            "FIRST SEEN"
+        );
+        for t in of.iter().take(o.top) {
+            let _ = writeln!(
+                w,
+                "{:>9}  {:<24}  {}",
+                t.count,
+                decode::time::format_rfc3339(t.first_seen),
+                t.text()
+            );
+        }
+        if of.len() > o.top {
+            let _ = writeln!(w, "{:>9}  ({} more)", "…", of.len() - o.top);
+        }
+    }
+    w
+}

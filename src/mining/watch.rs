@@ -1,0 +1,338 @@
+//! The novelty policy over the miner: which lines are mined (their level,
+//! the ignore list), how long the miner only learns, and which templates
+//! count as new — founded after learning, or back after `forget_after` of
+//! silence, for `novel_for`. The engine asks it about every line and routes
+//! the lines of new templates to the novelty detector.
+
+use super::{Miner, MinerConfig, MinerState, Template};
+use crate::decode::level::{mining_message, quick_level};
+use crate::decode::payload::Level;
+use crate::rules::Novelty;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Templates remembered as new at once; past it the oldest births go.
+const MAX_BORN: usize = 4096;
+
+/// A line whose template is new.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Novel {
+    /// The template id.
+    pub id: u64,
+    /// The alert key of the template (`template-ID`).
+    pub key: String,
+    /// The template text.
+    pub template: String,
+    /// The line's level.
+    pub level: Level,
+}
+
+/// Counters of the novelty watch.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WatchStats {
+    /// Lines mined into templates.
+    pub mined: u64,
+    /// Mined lines skipped because of the ignore list.
+    pub ignored: u64,
+    /// Lines of new templates routed to the detector.
+    pub novel_lines: u64,
+    /// Templates that became new after learning.
+    pub novel_templates: u64,
+    /// Templates known now.
+    pub templates: u64,
+    /// Templates evicted by the cap.
+    pub templates_evicted: u64,
+}
+
+/// The miner and the policy of what is new.
+pub struct Watch {
+    miner: Miner,
+    spec: Novelty,
+    /// Event time until which the miner only learns; None until the first
+    /// line sets it (first line + `learn_for`).
+    learn_until: Option<i64>,
+    /// New templates and when they became new.
+    born: HashMap<u64, i64>,
+    /// Newest event time mined.
+    latest: i64,
+    stats: WatchStats,
+}
+
+/// The alert key of a template.
+pub fn template_key(id: u64) -> String {
+    format!("template-{id}")
+}
+
+fn config(spec: &Novelty) -> MinerConfig {
+    MinerConfig {
+        similarity: spec.similarity,
+        max_templates: spec.max_templates,
+        ..MinerConfig::default()
+    }
+}
+
+impl Watch {
+    /// A watch that learns from its first line on.
+    pub fn new(spec: &Novelty) -> Watch {
+        Watch {
+            miner: Miner::new(config(spec)),
+            spec: spec.clone(),
+            learn_until: None,
+            born: HashMap::new(),
+            latest: i64::MIN,
+            stats: WatchStats::default(),
+        }
+    }
+
+    /// A watch that starts from saved templates (a baseline from
+    /// `sigwatch learn` or a previous run's state): if the saved learning
+    /// period is over (or none is saved), new templates count from the
+    /// first line on.
+    pub fn restore(spec: &Novelty, state: &MinerState) -> Watch {
+        let mut w = Watch::new(spec);
+        w.miner = Miner::restore(state, config(spec));
+        w.learn_until = Some(state.learn_until.unwrap_or(i64::MIN));
+        w.born = state.born.iter().copied().take(MAX_BORN).collect();
+        w.refresh_stats();
+        w
+    }
+
+    /// Takes a new rule set's novelty settings, keeping the templates (the
+    /// miner is rebuilt only if its own settings changed).
+    pub fn reconfigure(&mut self, spec: &Novelty) {
+        if config(spec) != self.miner.config() {
+            self.miner = Miner::restore(&self.miner.state(), config(spec));
+        }
+        if spec.learn_for != self.spec.learn_for {
+            if let Some(first) = self.first_line() {
+                self.learn_until = Some(first.saturating_add(spec.learn_for));
+            }
+        }
+        self.spec = spec.clone();
+        self.refresh_stats();
+    }
+
+    fn first_line(&self) -> Option<i64> {
+        self.learn_until
+            .filter(|&u| u != i64::MIN)
+            .map(|u| u.saturating_sub(self.spec.learn_for))
+    }
+
+    /// Mines one payload (its format as sniffed) at event time `time`;
+    /// returns what to report when its template is new at a paging level.
+    pub fn observe(&mut self, text: &str, format: &str, time: i64) -> Option<Novel> {
+        let level = quick_level(text, format)?;
+        if !self.spec.levels.contains(&level) {
+            return None;
+        }
+        let message = mining_message(text, format, Some(time))?;
+        if self
+            .spec
+            .ignore
+            .iter()
+            .any(|l| message.contains(l.as_str()))
+        {
+            self.stats.ignored += 1;
+            return None;
+        }
+        self.stats.mined += 1;
+        self.latest = self.latest.max(time);
+        let learn_until = *self
+            .learn_until
+            .get_or_insert(time.saturating_add(self.spec.learn_for));
+        let before = self.miner.evicted();
+        let s = self.miner.add(&message, time, Some(level));
+        if self.miner.evicted() != before {
+            self.born.retain(|id, _| self.miner.get(*id).is_some());
+        }
+        if time < learn_until {
+            return None;
+        }
+        let back = s
+            .previous
+            .is_some_and(|p| self.spec.forget_after > 0 && time - p >= self.spec.forget_after);
+        if s.created || back {
+            self.birth(s.id, time);
+        }
+        let born = *self.born.get(&s.id)?;
+        if time - born > self.spec.novel_for || !self.spec.page_levels.contains(&level) {
+            return None;
+        }
+        self.stats.novel_lines += 1;
+        let template = self.miner.get(s.id).map(Template::text)?;
+        Some(Novel {
+            id: s.id,
+            key: template_key(s.id),
+            template,
+            level,
+        })
+    }
+
+    fn birth(&mut self, id: u64, time: i64) {
+        if self.born.len() >= MAX_BORN {
+            let novel_for = self.spec.novel_for;
+            self.born.retain(|_, b| time - *b <= novel_for);
+            if self.born.len() >= MAX_BORN {
+                if let Some((&oldest, _)) = self.born.iter().min_by_key(|(_, b)| **b) {
+                    self.born.remove(&oldest);
+                }
+            }
+        }
+        self.born.insert(id, time);
+        self.stats.novel_templates += 1;
+    }
+
+    /// Whether the learning period is still on at the newest line.
+    pub fn learning(&self) -> bool {
+        self.learn_until.is_none_or(|u| self.latest < u)
+    }
+
+    /// The saved form: templates, the learning period if not over, and the
+    /// templates still new.
+    pub fn state(&self) -> MinerState {
+        let mut st = self.miner.state();
+        st.learn_until = self.learn_until.filter(|_| self.learning());
+        let mut born: Vec<(u64, i64)> = self.born.iter().map(|(k, v)| (*k, *v)).collect();
+        born.sort_unstable();
+        st.born = born;
+        st
+    }
+
+    /// The miner.
+    pub fn miner(&self) -> &Miner {
+        &self.miner
+    }
+
+    fn refresh_stats(&mut self) {
+        self.stats.templates = self.miner.len() as u64;
+        self.stats.templates_evicted = self.miner.evicted();
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> WatchStats {
+        let mut s = self.stats.clone();
+        s.templates = self.miner.len() as u64;
+        s.templates_evicted = self.miner.evicted();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const S: i64 = 1_000_000_000;
+
+    fn spec() -> Novelty {
+        Novelty {
+            levels: vec![Level::Warn, Level::Error, Level::Fatal],
+            page_levels: vec![Level::Error, Level::Fatal],
+            learn_for: 600 * S,
+            window: 300 * S,
+            min_count: 5,
+            min_groups: 2,
+            novel_for: 3600 * S,
+            forget_after: 86_400 * S,
+            max_templates: 100,
+            similarity: 0.5,
+            ignore: vec!["healthz".into()],
+        }
+    }
+    fn line(level: &str, msg: &str) -> String {
+        format!(r#"{{"level":"{level}","msg":"{msg}"}}"#)
+    }
+    fn see(w: &mut Watch, t: i64, level: &str, msg: &str) -> Option<String> {
+        w.observe(&line(level, msg), "json", t * S)
+            .map(|n| n.template)
+    }
+
+    #[test]
+    fn learns_first_then_reports_new_error_templates_only() {
+        let mut w = spec_watch();
+        assert_eq!(see(&mut w, 0, "error", "disk sda-1 slow"), None, "learning");
+        assert_eq!(
+            see(&mut w, 599, "error", "cache miss storm on shard 7"),
+            None
+        );
+        assert!(w.learning());
+        // After learning: known templates are quiet, new ones report.
+        assert_eq!(see(&mut w, 700, "error", "disk sdb-2 slow"), None);
+        assert!(!w.learning());
+        assert_eq!(
+            see(
+                &mut w,
+                701,
+                "error",
+                "failed to open /data/seg-0042.log: no space left on device"
+            )
+            .as_deref(),
+            Some("failed to open <*>: no space left on device")
+        );
+        assert_eq!(
+            see(
+                &mut w,
+                702,
+                "error",
+                "failed to open /data/seg-0043.log: no space left on device"
+            )
+            .as_deref(),
+            Some("failed to open <*>: no space left on device"),
+            "still new"
+        );
+        // Info never; warn is mined but does not report; ignored literals are skipped.
+        assert_eq!(see(&mut w, 703, "info", "brand new chatter appeared"), None);
+        assert_eq!(see(&mut w, 704, "warn", "brand new warning appeared"), None);
+        assert_eq!(see(&mut w, 705, "error", "probe /healthz failed"), None);
+        let st = w.stats();
+        assert_eq!((st.novel_lines, st.ignored, st.novel_templates), (2, 1, 2));
+        // A template stays new for novel_for only.
+        assert_eq!(
+            see(
+                &mut w,
+                701 + 3601,
+                "error",
+                "failed to open /x/7: no space left on device"
+            ),
+            None
+        );
+    }
+
+    fn spec_watch() -> Watch {
+        Watch::new(&spec())
+    }
+
+    #[test]
+    fn a_template_silent_for_forget_after_is_new_again() {
+        let mut w = spec_watch();
+        see(&mut w, 0, "error", "replica lag 30s on db-2");
+        assert_eq!(see(&mut w, 1000, "error", "replica lag 31s on db-2"), None);
+        assert!(see(&mut w, 1000 + 86_400, "error", "replica lag 9s on db-3").is_some());
+    }
+
+    #[test]
+    fn a_baseline_skips_learning_and_a_restart_keeps_what_is_new() {
+        let mut learner = spec_watch();
+        see(&mut learner, 0, "error", "disk sda-1 slow");
+        let mut base = learner.state();
+        base.learn_until = None; // what `sigwatch learn` writes
+        let mut w = Watch::restore(&spec(), &base);
+        assert!(!w.learning(), "a learned baseline does not learn again");
+        // Known at once; unknown at once, even before the learn_for of a fresh start.
+        assert_eq!(see(&mut w, 10, "error", "disk sdc-3 slow"), None);
+        assert!(see(&mut w, 11, "error", "shard 4 lost quorum").is_some());
+        // Saved and restored mid-way: the template is still new.
+        let saved = w.state();
+        assert_eq!(saved.born.len(), 1);
+        let mut again = Watch::restore(&spec(), &saved);
+        assert!(see(&mut again, 20, "error", "shard 5 lost quorum").is_some());
+        // A fresh watch saved during learning keeps its learning period.
+        let mut fresh = spec_watch();
+        see(&mut fresh, 0, "error", "disk sda-1 slow");
+        assert_eq!(fresh.state().learn_until, Some(600 * S));
+        let mut resumed = Watch::restore(&spec(), &fresh.state());
+        assert_eq!(
+            see(&mut resumed, 100, "error", "shard 6 lost quorum"),
+            None,
+            "still learning"
+        );
+    }
+}
