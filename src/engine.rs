@@ -636,7 +636,9 @@ impl Engine {
         }
         if let Some((ri, w)) = self.novelty.as_mut() {
             let ri = *ri;
-            if let Some(novel) = w.observe(&p.text, p.format, t) {
+            // Most lines are not at a mined level: ask before mining.
+            let level = self.decoder.level(p).filter(|l| w.mines(*l));
+            if let Some(novel) = level.and_then(|l| w.observe(Some(l), &p.text, p.format, t)) {
                 self.route_novel(ri, &novel, p, t, out);
             }
         }

@@ -130,12 +130,12 @@ impl Explainer {
 
     /// The line's log template and what novelty does with it.
     fn template_of(&self, p: &crate::decode::Prepared<'_>) -> String {
-        use crate::decode::level::{mining_message, quick_level};
+        use crate::decode::level::mining_message;
         let Some(msg) = mining_message(&p.text, p.format, Some(p.time)) else {
             return "(no message)".into();
         };
         let template = format!("`{}`", clip(&crate::mining::tokenize(&msg).join(" "), 160));
-        let level = quick_level(&p.text, p.format);
+        let level = self.decoder.level(p);
         let novelty = self.set.rules.iter().find_map(|r| match &r.detect {
             Detect::Novelty(n) => Some(n),
             _ => None,

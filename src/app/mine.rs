@@ -5,7 +5,7 @@
 //! mined from the same messages as in `run`.
 
 use super::{load_rules, AppError, RulesOptions};
-use crate::decode::level::{mining_message, quick_level};
+use crate::decode::level::mining_message;
 use crate::decode::payload::Level;
 use crate::decode::{self, Decoder, Prepared};
 use crate::mining::{self, watch::Watch, Miner, MinerConfig, Template};
@@ -18,7 +18,7 @@ use std::path::Path;
 fn each_line(
     files: &[String],
     keys: &decode::KeyConfig,
-    mut f: impl FnMut(&Prepared<'_>),
+    mut f: impl FnMut(&Decoder, &Prepared<'_>),
 ) -> Result<u64, AppError> {
     let mut merged = Merged::open(files, decode::peek_time)?;
     let sources = merged.sources();
@@ -29,17 +29,17 @@ fn each_line(
         n += 1;
         let src = sources.get(i).unwrap_or(&fallback);
         if let Some(p) = dec.prepare(src, line, None) {
-            f(&p);
+            f(&dec, &p);
         }
         while dec.has_queued() {
             if let Some(p) = dec.prepare_queued(None) {
-                f(&p);
+                f(&dec, &p);
             }
         }
     }
     for (_, text) in dec.drain_partials() {
         if let Some(p) = dec.prepare(&crate::source::Source::named("partial"), &text, None) {
-            f(&p);
+            f(&dec, &p);
         }
     }
     Ok(n)
@@ -74,8 +74,8 @@ pub fn learn(rules: &RulesOptions, files: &[String], out: &Path) -> Result<(), A
     let mut spec = novelty_spec(rules)?;
     spec.learn_for = i64::MAX;
     let mut watch = Watch::new(&spec);
-    let lines = each_line(files, &set.keys, |p| {
-        watch.observe(&p.text, p.format, p.time);
+    let lines = each_line(files, &set.keys, |d, p| {
+        watch.observe(d.level(p), &p.text, p.format, p.time);
     })?;
     let mut state = watch.state();
     state.learn_until = None;
@@ -129,8 +129,8 @@ pub fn templates(
         ..MinerConfig::default()
     });
     let mut mined = 0u64;
-    let lines = each_line(files, &set.keys, |p| {
-        let level = quick_level(&p.text, p.format);
+    let lines = each_line(files, &set.keys, |d, p| {
+        let level = d.level(p);
         if o.level.is_some_and(|min| level.is_none_or(|l| l < min)) {
             return;
         }

@@ -5,7 +5,40 @@
 //! level is mined, so it may decode the payload fully.
 
 use super::payload::{self, Level};
-use super::quick::quick_get;
+use super::quick::quick_get_by;
+use memchr::memmem::Finder;
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+/// Keys searched in every JSON or logfmt line, with their searchers.
+struct Keys {
+    names: &'static [&'static str],
+    finders: Vec<Finder<'static>>,
+}
+
+impl Keys {
+    fn new(names: &'static [&'static str]) -> Keys {
+        Keys {
+            names,
+            finders: names.iter().map(|k| Finder::new(k.as_bytes())).collect(),
+        }
+    }
+    /// The value of the first key present.
+    fn get<'a>(&self, text: &'a str) -> Option<Cow<'a, str>> {
+        self.names
+            .iter()
+            .zip(&self.finders)
+            .find_map(|(k, f)| quick_get_by(text, k, f))
+    }
+}
+
+static LEVEL_KEYS: LazyLock<Keys> =
+    LazyLock::new(|| Keys::new(&["level", "severity", "lvl", "PRIORITY"]));
+static TYPE_KEY: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["type"]));
+static MESSAGE_KEYS: LazyLock<Keys> =
+    LazyLock::new(|| Keys::new(&["msg", "message", "MESSAGE", "log"]));
+/// Field names whose value details an error message.
+static ERROR_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["error", "err", "exception"]));
 
 /// Level words of plain text (Log4j, Python logging, HDFS, ZooKeeper,
 /// nginx), upper case or bracketed.
@@ -37,29 +70,105 @@ const ERROR_STARTS: &[(&str, Level)] = &[
     ("Exception in thread ", Level::Error),
 ];
 
-/// The level of a payload whose format [`payload::sniff`] named `format`.
+/// The level of a payload whose format [`payload::sniff`] named `format`,
+/// without a decoder (the pipeline reads the level keys from the scan it
+/// already made: [`super::Decoder::level`]).
 pub fn quick_level(text: &str, format: &str) -> Option<Level> {
+    // The common places first: zap's leading `{"level":"…"`, a logfmt
+    // `level=` among the first pairs.
     match format {
-        "json" | "logfmt" => ["level", "severity", "lvl", "PRIORITY"]
-            .iter()
-            .find_map(|k| quick_get(text, k))
-            .and_then(|v| parse_value(&v))
-            // Kubernetes events: type Warning (Normal is no level).
-            .or_else(|| quick_get(text, "type").and_then(|v| Level::parse(&v))),
-        "console" => {
-            let rest = text.trim_start();
-            let rest = rest.split_once(['\t', ' '])?.1.trim_start();
-            let word = rest.split(['\t', ' ']).next()?;
-            Level::parse(word)
+        "json" => {
+            if let Some(rest) = text.trim_start().strip_prefix("{\"level\":\"") {
+                let end = memchr::memchr(b'"', rest.as_bytes())?;
+                if let Some(l) = Level::parse(&rest[..end]) {
+                    return Some(l);
+                }
+            }
         }
-        "klog" => Level::parse(text.trim_start().get(..1)?),
+        "logfmt" => {
+            if let Some(l) = logfmt_level(text) {
+                return Some(l);
+            }
+        }
+        _ => {}
+    }
+    match format {
+        "json" | "logfmt" => LEVEL_KEYS
+            .get(text)
+            .and_then(|v| level_value(&v))
+            // Kubernetes events: type Warning (Normal is no level).
+            .or_else(|| TYPE_KEY.get(text).and_then(|v| Level::parse(&v))),
+        _ => header_level(text, format),
+    }
+}
+
+/// The level in the header of a console, klog or plain line.
+pub fn header_level(text: &str, format: &str) -> Option<Level> {
+    match format {
+        "console" => {
+            // The second field: `2024-05-01T12:00:00.000Z\tERROR\t…`.
+            let b = text.as_bytes();
+            let sep = |c: &u8| *c == b'\t' || *c == b' ';
+            let start = b.iter().position(sep)?;
+            let from = start + b[start..].iter().position(|c| !sep(c))?;
+            let len = b[from..].iter().position(sep).unwrap_or(b.len() - from);
+            Level::parse(text.get(from..from + len)?)
+        }
+        "klog" => klog_level(text.trim_start()),
+        "json" | "logfmt" => None,
+        "syslog" => {
+            // The program's own text after `host prog[pid]: ` (kubelet
+            // writes klog there).
+            let b = text.as_bytes();
+            let inner = memchr::memchr_iter(b':', b)
+                .find(|&i| b.get(i + 1) == Some(&b' '))
+                .and_then(|i| text.get(i + 2..))
+                .unwrap_or(text);
+            klog_level(inner).or_else(|| plain_level(inner).map(|(l, _)| l))
+        }
         _ => plain_level(text).map(|(l, _)| l),
+    }
+}
+
+/// `level=` or `lvl=` among the first pairs of a logfmt line.
+fn logfmt_level(text: &str) -> Option<Level> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    for _ in 0..4 {
+        let rest = &b[i..];
+        let value = rest
+            .strip_prefix(b"level=")
+            .or_else(|| rest.strip_prefix(b"lvl="));
+        if let Some(v) = value {
+            let v = v.strip_prefix(b"\"").unwrap_or(v);
+            let end = v
+                .iter()
+                .position(|c| *c == b' ' || *c == b'"')
+                .unwrap_or(v.len());
+            return Level::parse(std::str::from_utf8(&v[..end]).ok()?);
+        }
+        i += memchr::memchr(b' ', rest)? + 1;
+    }
+    None
+}
+
+/// A klog header's level letter: `E0501 12:00:40.118204 …`.
+fn klog_level(t: &str) -> Option<Level> {
+    let b = t.as_bytes();
+    let klog = b.len() > 6
+        && matches!(b[0], b'I' | b'W' | b'E' | b'F')
+        && b[1..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' ';
+    if klog {
+        Level::parse(&t[..1])
+    } else {
+        None
     }
 }
 
 /// A level value: a name, or pino's and bunyan's numbers (10 trace … 60
 /// fatal).
-fn parse_value(v: &str) -> Option<Level> {
+pub fn level_value(v: &str) -> Option<Level> {
     if let Some(l) = Level::parse(v) {
         return Some(l);
     }
@@ -84,30 +193,45 @@ fn plain_level(text: &str) -> Option<(Level, usize)> {
             return Some((*l, lead));
         }
     }
-    let mut pos = lead;
-    for tok in text[lead..].split_whitespace().take(HEADER_TOKENS) {
-        let at = pos + text[pos..].find(tok).unwrap_or(0);
-        pos = at + tok.len();
+    let b = text.as_bytes();
+    let mut i = lead;
+    for _ in 0..HEADER_TOKENS {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if start == i {
+            break;
+        }
+        // Level words are short and start with a capital or a bracket:
+        // skip anything else without a look.
+        let first = b[start];
+        if i - start > 12 || !(first.is_ascii_uppercase() || first == b'[' || first == b'<') {
+            continue;
+        }
+        let tok = &text[start..i];
         let bracketed = tok.len() > 2
             && ((tok.starts_with('[') && tok.trim_end_matches(':').ends_with(']'))
                 || (tok.starts_with('<') && tok.ends_with('>')));
         let word = tok.trim_matches(|c: char| matches!(c, '[' | ']' | '<' | '>' | ':' | '|'));
         let found = WORDS.iter().find(|(w, _)| {
-            if bracketed {
+            if w.len() != word.len() {
+                false
+            } else if bracketed {
                 w.eq_ignore_ascii_case(word)
             } else {
                 *w == word
             }
         });
         if let Some((_, l)) = found {
-            return Some((*l, pos));
+            return Some((*l, i));
         }
     }
     None
 }
-
-/// Field names whose value details an error message.
-const ERROR_FIELDS: &[&str] = &["error", "err", "exception"];
 
 /// Longest message mined, in bytes.
 const MAX_MESSAGE: usize = 1024;
@@ -127,22 +251,15 @@ pub fn mining_message(text: &str, format: &str, reference: Option<i64>) -> Optio
                 None => pl.message,
             }
         }
-        _ => {
-            let pl = payload::decode(text, reference);
-            let mut m = pl.message;
-            if let Some(e) = ERROR_FIELDS
-                .iter()
-                .find_map(|k| pl.fields.get(k))
-                .filter(|e| !e.is_empty() && !m.contains(e.as_ref()))
-            {
-                if m.is_empty() {
-                    m = e.into_owned();
-                } else {
-                    m = format!("{m}: {e}");
-                }
+        // The cheap path: the message and error keys found in the text,
+        // unless the message is itself an envelope.
+        "json" | "logfmt" => match MESSAGE_KEYS.get(text) {
+            Some(m) if !m.trim_start().starts_with('{') => {
+                with_error(m.into_owned(), ERROR_KEYS.get(text))
             }
-            m
-        }
+            _ => decoded(text, reference),
+        },
+        _ => decoded(text, reference),
     };
     if msg.starts_with("Traceback (most recent call last)") {
         msg = msg
@@ -163,6 +280,26 @@ pub fn mining_message(text: &str, format: &str, reference: Option<i64>) -> Optio
     }
     let msg = msg.trim();
     (!msg.is_empty()).then(|| msg.to_string())
+}
+
+/// The message of a fully decoded payload, with its error detail.
+fn decoded(text: &str, reference: Option<i64>) -> String {
+    let pl = payload::decode(text, reference);
+    let e = ERROR_KEYS.names.iter().find_map(|k| pl.fields.get(k));
+    with_error(pl.message, e)
+}
+
+/// `message: error` (the error alone without a message; the message alone
+/// when it already says the error).
+fn with_error(mut m: String, e: Option<Cow<'_, str>>) -> String {
+    if let Some(e) = e.filter(|e| !e.is_empty() && !m.contains(e.as_ref())) {
+        if m.is_empty() {
+            m = e.into_owned();
+        } else {
+            m = format!("{m}: {e}");
+        }
+    }
+    m
 }
 
 #[cfg(test)]

@@ -454,6 +454,13 @@ impl Decoder {
         })
     }
 
+    /// The level of the line last prepared: its level key (JSON, logfmt),
+    /// its header (zap console, klog) or a level word near the start of
+    /// plain text (see [`level`]).
+    pub fn level(&self, p: &Prepared<'_>) -> Option<payload::Level> {
+        level::quick_level(&p.text, p.format)
+    }
+
     /// The span of small-scanner slot `i` on the current line.
     fn small_span(&self, i: usize) -> Option<keys::Span> {
         if self.full_scanned {

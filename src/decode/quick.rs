@@ -40,10 +40,20 @@ pub(crate) fn read_quoted(s: &str) -> (String, usize) {
 /// including a console line's trailing object) or `key=value` (logfmt, klog).
 /// This is the cheap path used for lines no rule can match.
 pub fn quick_get<'a>(text: &'a str, key: &str) -> Option<Cow<'a, str>> {
+    quick_get_by(text, key, &memchr::memmem::Finder::new(key))
+}
+
+/// [`quick_get`] with the key's searcher built once by the caller (for
+/// keys looked up on every line).
+pub fn quick_get_by<'a>(
+    text: &'a str,
+    key: &str,
+    finder: &memchr::memmem::Finder<'_>,
+) -> Option<Cow<'a, str>> {
     let bytes = text.as_bytes();
     let kb = key.as_bytes();
     let mut from = 0;
-    while let Some(off) = memchr::memmem::find(&bytes[from..], kb) {
+    while let Some(off) = finder.find(&bytes[from..]) {
         let i = from + off;
         let end = i + kb.len();
         from = end;

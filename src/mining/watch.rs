@@ -5,7 +5,7 @@
 //! the lines of new templates to the novelty detector.
 
 use super::{Miner, MinerConfig, MinerState, Template};
-use crate::decode::level::{mining_message, quick_level};
+use crate::decode::level::mining_message;
 use crate::decode::payload::Level;
 use crate::rules::Novelty;
 use serde::Serialize;
@@ -118,10 +118,22 @@ impl Watch {
             .map(|u| u.saturating_sub(self.spec.learn_for))
     }
 
-    /// Mines one payload (its format as sniffed) at event time `time`;
-    /// returns what to report when its template is new at a paging level.
-    pub fn observe(&mut self, text: &str, format: &str, time: i64) -> Option<Novel> {
-        let level = quick_level(text, format)?;
+    /// Whether lines at `level` are mined (cheap: the engine asks first).
+    pub fn mines(&self, level: Level) -> bool {
+        self.spec.levels.contains(&level)
+    }
+
+    /// Mines one payload at `level` (its format as sniffed) at event time
+    /// `time`; returns what to report when its template is new at a paging
+    /// level.
+    pub fn observe(
+        &mut self,
+        level: Option<Level>,
+        text: &str,
+        format: &str,
+        time: i64,
+    ) -> Option<Novel> {
+        let level = level?;
         if !self.spec.levels.contains(&level) {
             return None;
         }
@@ -241,8 +253,9 @@ mod tests {
         format!(r#"{{"level":"{level}","msg":"{msg}"}}"#)
     }
     fn see(w: &mut Watch, t: i64, level: &str, msg: &str) -> Option<String> {
-        w.observe(&line(level, msg), "json", t * S)
-            .map(|n| n.template)
+        let text = line(level, msg);
+        let l = crate::decode::level::quick_level(&text, "json");
+        w.observe(l, &text, "json", t * S).map(|n| n.template)
     }
 
     #[test]

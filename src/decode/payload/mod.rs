@@ -47,14 +47,63 @@ impl Level {
 
     /// Parses level names of zap, logrus, slog, klog letters and syslog numbers.
     pub fn parse(s: &str) -> Option<Level> {
-        let s = s.trim();
-        Some(match s.to_ascii_lowercase().as_str() {
-            "trace" | "debug" | "dbug" | "7" => Level::Debug,
-            "info" | "information" | "notice" | "i" | "5" | "6" => Level::Info,
-            "warn" | "warning" | "w" | "4" => Level::Warn,
-            "error" | "err" | "e" | "3" => Level::Error,
-            "fatal" | "panic" | "dpanic" | "critical" | "crit" | "alert" | "emerg" | "f" | "0"
-            | "1" | "2" => Level::Fatal,
+        // This runs on every line when novelty is on: the name, lower-cased,
+        // packed into an integer and matched as one (a chain of slice
+        // comparisons was a memcmp call per candidate).
+        let b = s.trim_ascii().as_bytes();
+        if b.len() > 8 {
+            return b
+                .eq_ignore_ascii_case(b"information")
+                .then_some(Level::Info);
+        }
+        let mut buf = [0u8; 8];
+        buf[..b.len()].copy_from_slice(b);
+        buf.make_ascii_lowercase();
+        const fn w(name: &[u8]) -> u64 {
+            let mut buf = [0u8; 8];
+            let mut i = 0;
+            while i < name.len() {
+                buf[i] = name[i];
+                i += 1;
+            }
+            u64::from_le_bytes(buf)
+        }
+        const TRACE: u64 = w(b"trace");
+        const DEBUG: u64 = w(b"debug");
+        const DBUG: u64 = w(b"dbug");
+        const INFO: u64 = w(b"info");
+        const NOTICE: u64 = w(b"notice");
+        const WARN: u64 = w(b"warn");
+        const WARNING: u64 = w(b"warning");
+        const ERROR: u64 = w(b"error");
+        const ERR: u64 = w(b"err");
+        const FATAL: u64 = w(b"fatal");
+        const PANIC: u64 = w(b"panic");
+        const DPANIC: u64 = w(b"dpanic");
+        const CRITICAL: u64 = w(b"critical");
+        const CRIT: u64 = w(b"crit");
+        const ALERT: u64 = w(b"alert");
+        const EMERG: u64 = w(b"emerg");
+        const D7: u64 = w(b"7");
+        const I: u64 = w(b"i");
+        const D5: u64 = w(b"5");
+        const D6: u64 = w(b"6");
+        const W: u64 = w(b"w");
+        const D4: u64 = w(b"4");
+        const E: u64 = w(b"e");
+        const D3: u64 = w(b"3");
+        const F: u64 = w(b"f");
+        const D0: u64 = w(b"0");
+        const D1: u64 = w(b"1");
+        const D2: u64 = w(b"2");
+        Some(match u64::from_le_bytes(buf) {
+            TRACE | DEBUG | DBUG | D7 => Level::Debug,
+            INFO | NOTICE | I | D5 | D6 => Level::Info,
+            WARN | WARNING | W | D4 => Level::Warn,
+            ERROR | ERR | E | D3 => Level::Error,
+            FATAL | PANIC | DPANIC | CRITICAL | CRIT | ALERT | EMERG | F | D0 | D1 | D2 => {
+                Level::Fatal
+            }
             _ => return None,
         })
     }
@@ -254,6 +303,48 @@ pub fn header_time(t: &str, reference: Option<i64>) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::decode::quick::quick_get;
+
+    #[test]
+    fn level_names_in_any_case() {
+        let cases = [
+            ("trace", Level::Debug),
+            ("DEBUG", Level::Debug),
+            ("dbug", Level::Debug),
+            ("7", Level::Debug),
+            (" Info ", Level::Info),
+            ("information", Level::Info),
+            ("INFORMATION", Level::Info),
+            ("notice", Level::Info),
+            ("I", Level::Info),
+            ("warn", Level::Warn),
+            ("Warning", Level::Warn),
+            ("W", Level::Warn),
+            ("4", Level::Warn),
+            ("error", Level::Error),
+            ("ERR", Level::Error),
+            ("e", Level::Error),
+            ("3", Level::Error),
+            ("dpanic", Level::Fatal),
+            ("CRITICAL", Level::Fatal),
+            ("crit", Level::Fatal),
+            ("emerg", Level::Fatal),
+            ("0", Level::Fatal),
+        ];
+        for (name, level) in cases {
+            assert_eq!(Level::parse(name), Some(level), "{name}");
+        }
+        for other in [
+            "",
+            "errors",
+            "informational",
+            "warn ing",
+            "x",
+            "8",
+            "critical!",
+        ] {
+            assert_eq!(Level::parse(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn zap_json_with_duplicate_keys() {
