@@ -74,6 +74,65 @@ pub struct Notification {
     pub fingerprint: String,
     /// True for a repeat of an already-notified firing alert.
     pub repeat: bool,
+    /// The incident (incident-level notifications, `--group-incidents`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<IncidentInfo>,
+}
+
+/// What happened to an incident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IncidentEvent {
+    /// Its first alert fired.
+    Opened,
+    /// Alerts joined it, or some of its alerts resolved.
+    Updated,
+    /// All its alerts resolved.
+    Resolved,
+}
+
+/// One alert of an incident's chain.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ChainLink {
+    /// Rule id.
+    pub rule: String,
+    /// Rule title.
+    pub title: String,
+    /// Severity.
+    pub severity: String,
+    /// The alert's group (node) or partition (`cluster`).
+    pub group: String,
+    /// `firing` or `resolved`.
+    pub state: AlertState,
+    /// When it started (RFC 3339).
+    pub starts_at: String,
+    /// When it resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<String>,
+    /// Its rendered summary.
+    pub summary: String,
+    /// The alert's fingerprint.
+    pub fingerprint: String,
+}
+
+/// The incident part of an incident-level notification.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct IncidentInfo {
+    /// Stable id (`inc-` and 8 hex digits), the same on every replica.
+    pub id: String,
+    /// Opened, updated or resolved.
+    pub event: IncidentEvent,
+    /// The rule of the root alert (the cause the others follow).
+    pub root: String,
+    /// The alerts, in the order they started.
+    pub chain: Vec<ChainLink>,
+    /// Every node the incident touched.
+    pub nodes: Vec<String>,
+    /// The nodes with an alert still firing.
+    pub affected: Vec<String>,
+    /// Alerts beyond the chain's bound, counted, not listed.
+    #[serde(default)]
+    pub omitted: u64,
 }
 
 /// Stable fingerprint of (rule id, group): FNV-1a 64, hex.
@@ -586,6 +645,7 @@ pub fn render(
         template: e.template.clone(),
         fingerprint: fingerprint(&rule.id, key),
         repeat,
+        incident: None,
     }
 }
 

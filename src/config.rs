@@ -56,6 +56,26 @@ pub struct Config {
     /// Receivers for notifications no route matched.
     #[serde(default)]
     pub default: Vec<String>,
+    /// Incident grouping.
+    #[serde(default)]
+    pub incidents: Option<IncidentsSection>,
+}
+
+/// `incidents:` — how related alerts join one incident.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncidentsSection {
+    /// Send incident-level notifications instead of per-alert ones
+    /// (Alertmanager still gets the alerts, labelled `incident`).
+    #[serde(default)]
+    pub group: bool,
+    /// How long a resolved alert (or a quiet incident, for the same rule
+    /// elsewhere) still draws new alerts in (default 15m).
+    #[serde(default)]
+    pub window: Option<Dur>,
+    /// Least time between two updates of one incident (default 1m).
+    #[serde(default)]
+    pub update_interval: Option<Dur>,
 }
 
 /// A secret: from a file, or from an environment variable (never inline).
@@ -323,6 +343,7 @@ mod tests {
             template: None,
             fingerprint: String::new(),
             repeat: false,
+            incident: None,
         }
     }
 

@@ -39,6 +39,22 @@ impl Default for Options {
     }
 }
 
+/// Most hits waiting in the hit log between two [`Engine::take_hits`].
+pub const MAX_HIT_LOG: usize = 100_000;
+
+/// One signature hit, kept for the replay's report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HitRecord {
+    /// Rule index in [`Engine::rules`].
+    pub rule: usize,
+    /// The group (node) it counted for.
+    pub group: String,
+    /// Event time (ns).
+    pub time: i64,
+    /// The line, cut to 400 bytes.
+    pub line: String,
+}
+
 /// Pipeline counters.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Stats {
@@ -103,6 +119,8 @@ pub struct Engine {
     retired_evictions: u64,
     /// Template mining for the novelty rule, and that rule's index.
     novelty: Option<(usize, Watch)>,
+    /// Hits kept for `replay --report` (off unless asked; bounded).
+    hit_log: Option<Vec<HitRecord>>,
 }
 
 /// What a rule reload changed (see [`Engine::reload`]).
@@ -259,6 +277,7 @@ impl Engine {
             evicted_base: vec![0; n],
             retired_evictions: 0,
             novelty: None,
+            hit_log: None,
         })
         .map(|mut e| {
             e.novelty = novelty_rule(&e.rules).map(|(ri, spec)| (ri, Watch::new(spec)));
@@ -362,6 +381,33 @@ impl Engine {
         };
         self.rules = new;
         Ok(summary)
+    }
+
+    /// Keeps every signature hit for [`Engine::take_hits`] (the replay's
+    /// report); at most [`MAX_HIT_LOG`] wait, the rest are not kept.
+    pub fn record_hits(&mut self, on: bool) {
+        self.hit_log = on.then(Vec::new);
+    }
+
+    /// The hits since the last call (see [`Engine::record_hits`]).
+    pub fn take_hits(&mut self) -> Vec<HitRecord> {
+        self.hit_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn log_hit(&mut self, rule: usize, group: &str, time: i64, line: &str) {
+        if let Some(log) = self.hit_log.as_mut() {
+            if log.len() < MAX_HIT_LOG {
+                log.push(HitRecord {
+                    rule,
+                    group: group.to_string(),
+                    time,
+                    line: crate::detect::truncate(line, 400),
+                });
+            }
+        }
     }
 
     /// The rules in use.
@@ -711,6 +757,7 @@ impl Engine {
                     sample: &event.text,
                 };
                 self.detectors[ri].observe(&hit);
+                self.log_hit(ri, &group, event.time, &event.text);
                 let now = self
                     .watermark
                     .max(event.time.min(self.max_time.unwrap_or(event.time)));
@@ -754,6 +801,7 @@ impl Engine {
             sample: &event.text,
         };
         self.detectors[ri].observe(&hit);
+        self.log_hit(ri, &group, t, &event.text);
         self.detectors[ri].annotate(&novel.key, &novel.template, Some(novel.level.as_str()));
         let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
         self.evaluate_hit(ri, &novel.key, now, out);

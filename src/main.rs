@@ -47,7 +47,7 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
     #[command(
-        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it)."
+        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n  sigwatch replay incident.log --group-incidents --report incident.html\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it)."
     )]
     Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
@@ -153,6 +153,11 @@ struct ReplayArgs {
     /// Do not print the summary table on stderr at the end.
     #[arg(long)]
     no_summary: bool,
+    /// Write a self-contained HTML timeline: one lane per node and a
+    /// cluster lane, signature hits, alert bars, incidents outlined, sample
+    /// lines on click.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -185,7 +190,8 @@ fn main() -> ExitCode {
                 (false, LogFormat::Json) => Summary::Log,
                 (false, LogFormat::Text) => Summary::Table,
             };
-            runtime().and_then(|rt| Ok(rt.block_on(replay::replay(a.p, a.files, summary))?))
+            runtime()
+                .and_then(|rt| Ok(rt.block_on(replay::replay(a.p, a.files, summary, a.report))?))
         }
     };
     match result {

@@ -1,4 +1,5 @@
-//! The HTTP side of a running sigwatch: `/healthz`, `/readyz`, `/metrics`.
+//! The HTTP side of a running sigwatch: `/healthz`, `/readyz`, `/metrics`,
+//! and the live status page `/` with its data, `/api/status`.
 //!
 //! sigwatch runs in the clusters it watches, so its own probes must not
 //! repeat the incidents it detects. Liveness is in-process only — the live
@@ -39,6 +40,8 @@ pub struct Snapshot {
     pub loki_lag_seconds: Option<f64>,
     /// Lines cut at `--max-line-bytes` by the readers.
     pub truncated_lines: u64,
+    /// The status page's data (firing alerts, incidents).
+    pub status: Option<serde_json::Value>,
 }
 
 /// Health, readiness and metrics shared by the live loop and the server.
@@ -53,6 +56,7 @@ pub struct Telemetry {
     gauges: Family<Labels, Gauge>,
     seen: Mutex<HashMap<Labels, u64>>,
     reload_error: Mutex<Option<String>>,
+    status: Mutex<String>,
 }
 
 fn l(pairs: &[(&str, &str)]) -> Labels {
@@ -101,6 +105,7 @@ impl Telemetry {
             gauges,
             seen: Mutex::new(HashMap::new()),
             reload_error: Mutex::new(None),
+            status: Mutex::new(String::new()),
         }
     }
 
@@ -153,6 +158,11 @@ impl Telemetry {
 
     /// Publishes a snapshot.
     pub fn update(&self, s: &Snapshot) {
+        if let Some(status) = &s.status {
+            if let Ok(mut st) = self.status.lock() {
+                *st = status.to_string();
+            }
+        }
         let d = &s.stats.decode;
         for (kind, v) in [
             ("lines", d.lines),
@@ -259,6 +269,26 @@ impl Telemetry {
         (rules && source, format!("{body}\n"))
     }
 
+    /// What the source is doing, as `/readyz` says it.
+    pub fn source(&self) -> String {
+        self.source.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// `/api/status`: the last published status (firing alerts, incidents).
+    pub fn status(&self) -> String {
+        let s = self.status.lock().map(|s| s.clone()).unwrap_or_default();
+        if s.is_empty() {
+            serde_json::json!({
+                "generated": "not yet",
+                "source": self.source(),
+                "firing": [], "incidents": [], "resolved_incidents": [],
+            })
+            .to_string()
+        } else {
+            s
+        }
+    }
+
     /// `/metrics` in the Prometheus text format.
     pub fn metrics(&self) -> String {
         let mut out = String::new();
@@ -280,8 +310,28 @@ pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std:
             StatusCode::SERVICE_UNAVAILABLE
         }
     };
-    let (h, r, m) = (t.clone(), t.clone(), t);
+    let (h, r, m, st) = (t.clone(), t.clone(), t.clone(), t);
+    let page = crate::report::status_page();
     let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(move || {
+                let page = page.clone();
+                async move { axum::response::Html(page) }
+            }),
+        )
+        .route(
+            "/api/status",
+            axum::routing::get(move || async move {
+                (
+                    [
+                        ("content-type", "application/json"),
+                        ("cache-control", "no-store"),
+                    ],
+                    st.status(),
+                )
+            }),
+        )
         .route(
             "/healthz",
             axum::routing::get(move || async move {

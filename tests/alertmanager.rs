@@ -39,12 +39,17 @@ impl Drop for Am {
 }
 
 async fn start_alertmanager(hook: &str) -> Am {
+    start_alertmanager_grouped(hook, "alertname").await
+}
+
+/// An Alertmanager whose route groups alerts by `group_by`.
+async fn start_alertmanager_grouped(hook: &str, group_by: &str) -> Am {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("alertmanager.yml");
     std::fs::write(
         &cfg,
         format!(
-            "global:\n  resolve_timeout: 5m\nroute:\n  receiver: test\n  group_by: ['alertname']\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: test\n    webhook_configs:\n      - url: {hook}\n        send_resolved: true\n"
+            "global:\n  resolve_timeout: 5m\nroute:\n  receiver: test\n  group_by: ['{group_by}']\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: test\n    webhook_configs:\n      - url: {hook}\n        send_resolved: true\n"
         ),
     )
     .unwrap();
@@ -137,6 +142,7 @@ fn notification(state: AlertState) -> Notification {
         template: None,
         fingerprint: sigwatch::alert::fingerprint("egress.black_hole", "NE_2rANN76DeYtZ"),
         repeat: false,
+        incident: None,
     }
 }
 
@@ -301,4 +307,80 @@ async fn the_binary_pages_through_alertmanager() {
     .map(|l| l.trim_start_matches("firing ").to_string())
     .collect();
     assert_eq!(got, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_incidents_page_once_through_alertmanager_grouping() {
+    // Alertmanager grouped by the `incident` label sigwatch adds: the 13
+    // alerts of the Redis outage make one Alertmanager group, one page.
+    let (hook, got) = start_hook().await;
+    let am = start_alertmanager_grouped(&hook, "incident").await;
+    let fixture = format!(
+        "{}/fixtures/livekit-redis-outage.log",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+            .args([
+                "replay",
+                "--log-level",
+                "warn",
+                "--no-summary",
+                "--group-incidents",
+                "--alertmanager",
+                &am.url,
+                &fixture,
+            ])
+            .output(),
+    )
+    .await
+    .expect("replay finished")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // stdout took the incident-level notifications: one incident.
+    let stdout: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(stdout.iter().all(|n| n["rule"] == "incident"));
+    let id = stdout[0]["incident"]["id"].as_str().unwrap().to_string();
+    assert!(stdout.iter().all(|n| n["incident"]["id"] == id.as_str()));
+    // Alertmanager got the 13 alerts, each labelled with that incident.
+    let active = active_alerts(&am.url).await;
+    assert_eq!(active.len(), 12, "12 still firing (Redis resolved)");
+    assert!(active
+        .iter()
+        .all(|a| a["labels"]["incident"] == id.as_str()));
+    // Its webhook: every notification is the one group of that incident,
+    // which soon holds all 13 alerts.
+    let mut bodies = Vec::new();
+    for _ in 0..150 {
+        bodies = got.lock().unwrap().clone();
+        if bodies
+            .iter()
+            .any(|b| b["alerts"].as_array().map_or(0, |a| a.len()) == 13)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let keys: std::collections::BTreeSet<String> = bodies
+        .iter()
+        .map(|b| b["groupKey"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(bodies
+        .iter()
+        .all(|b| b["groupLabels"]["incident"] == id.as_str()));
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b["alerts"].as_array().map_or(0, |a| a.len()) == 13),
+        "{bodies:?}"
+    );
 }

@@ -30,7 +30,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("notify", &["alert", "clock", "decode", "detect", "rules"]),
-    ("server", &["clock", "engine", "notify", "stats"]),
+    ("incident", &["alert", "decode", "rules"]),
+    (
+        "report",
+        &["alert", "clock", "decode", "engine", "incident", "rules"],
+    ),
+    ("server", &["clock", "engine", "notify", "report", "stats"]),
     (
         "explain",
         &["decode", "detect", "matcher", "mining", "rules", "source"],
@@ -43,8 +48,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
-            "alert", "clock", "config", "decode", "engine", "explain", "matcher", "mining",
-            "notify", "rules", "ruletest", "scan", "server", "source", "stats",
+            "alert", "clock", "config", "decode", "engine", "explain", "incident", "matcher",
+            "mining", "notify", "report", "rules", "ruletest", "scan", "server", "source", "stats",
         ],
     ),
 ];

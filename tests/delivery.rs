@@ -36,6 +36,7 @@ fn note(i: usize, state: AlertState) -> Notification {
         template: None,
         fingerprint: format!("{i:016x}"),
         repeat: false,
+        incident: None,
     }
 }
 

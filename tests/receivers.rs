@@ -34,6 +34,7 @@ fn note(state: AlertState) -> Notification {
         template: None,
         fingerprint: "821a94053e655138".into(),
         repeat: false,
+        incident: None,
     }
 }
 

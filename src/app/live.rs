@@ -3,12 +3,12 @@
 //! `--watch-rules`), checkpoints and alert state after every step, health
 //! and metrics, and a bounded drain on shutdown.
 
+use super::delivery::Delivery;
 use super::sources::{self, Input, SourceOptions};
 use super::{build_engine, AppError, PipelineOptions, RulesOptions};
 use crate::alert::Notification;
 use crate::clock::wall_ns;
 use crate::engine::Engine;
-use crate::notify::Dispatcher;
 use crate::rules;
 use crate::server::{Snapshot, Telemetry};
 use crate::source::loki::cursor;
@@ -18,17 +18,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Hands the notifications to the dispatcher, in order.
-pub async fn deliver(d: &Dispatcher, out: &mut Vec<Notification>) {
-    for n in out.drain(..) {
-        d.dispatch(n).await;
-    }
-}
-
 /// The end of a run or replay: drains deliveries (bounded by the shutdown
 /// timeout), logs what was not delivered and the input's counters, and
 /// prints `--stats`.
-pub async fn finish(p: &PipelineOptions, engine: &Engine, d: Dispatcher) {
+pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery) {
+    delivery.flush().await;
+    let d = delivery.dispatcher;
     let timeout = Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64);
     // Counters are read after the drain: a rejection during it counts.
     let stats = d.stats_reader();
@@ -82,6 +77,8 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         false,
         a.state_dir.as_deref(),
     );
+    let (grouping, incident_cfg) = super::incident_settings(&p)?;
+    let d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
@@ -95,7 +92,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await
             .map_err(AppError::io(format!("cannot listen on {}", a.listen)))?;
-        tracing::info!(addr = %a.listen, "Serving /healthz, /readyz, /metrics.");
+        tracing::info!(addr = %a.listen, "Serving /healthz, /readyz, /metrics, and the status page at /.");
         let t = telemetry.clone();
         tokio::spawn(async move {
             if let Err(e) = crate::server::serve(listener, t).await {
@@ -214,7 +211,7 @@ async fn drive(
     p: PipelineOptions,
     a: SourceOptions,
     mut engine: Engine,
-    d: Dispatcher,
+    mut d: Delivery,
     (mut rx, mut reloads): (tokio::sync::mpsc::Receiver<Input>, ReloadRx),
     mut cursors: BTreeMap<String, i64>,
     telemetry: Arc<Telemetry>,
@@ -235,7 +232,7 @@ async fn drive(
                 let Some(input) = input else {
                     // End of input (stdin closed): flush and stop.
                     engine.finish(&mut out);
-                    deliver(&d, &mut out).await;
+                    d.deliver(&mut out, engine.watermark()).await;
                     break;
                 };
                 let arrival = match input {
@@ -284,6 +281,7 @@ async fn drive(
             },
             Some(why) = reloads.recv() => {
                 reload(&p, why, &mut engine, &telemetry, &mut out);
+                d.set_rules(engine.rules());
             },
             _ = tick.tick() => {
                 if let Some((e, w)) = clock {
@@ -293,9 +291,10 @@ async fn drive(
                     stats: engine.stats(),
                     rules: engine.rule_stats(),
                     firing: engine.firing() as u64,
-                    receivers: d.snapshots(),
+                    receivers: d.dispatcher.snapshots(),
                     loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
                     truncated_lines: crate::stats::truncated_lines(),
+                    status: Some(d.board.status(&d.incidents, &telemetry.source())),
                 });
             },
             _ = &mut shutdown => {
@@ -309,7 +308,7 @@ async fn drive(
                 break;
             }
         }
-        deliver(&d, &mut out).await;
+        d.deliver(&mut out, engine.watermark()).await;
         telemetry.beat();
         // After every step, so an alert delivered just before a kill -9 is
         // already saved (cheap: written only when it changed).

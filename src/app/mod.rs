@@ -11,6 +11,7 @@
 //! as they are; an embedder fills them from `Default` instead.
 
 pub mod commands;
+pub mod delivery;
 pub mod live;
 pub mod mine;
 pub mod receivers;
@@ -143,6 +144,16 @@ pub struct PipelineOptions {
     /// files say.
     #[arg(long)]
     pub no_novelty: bool,
+    /// Page per incident, not per alert: related alerts (rule links, the
+    /// same rule elsewhere, shared nodes) join one incident; receivers get
+    /// it opened, updated and resolved. Alertmanager still gets the alerts,
+    /// labelled `incident`. Also `incidents: {group: true}` in sigwatch.yaml.
+    #[arg(long)]
+    pub group_incidents: bool,
+    /// How long a resolved alert still draws related alerts into its
+    /// incident (default 15m; sigwatch.yaml `incidents.window`).
+    #[arg(long, value_parser = parse_dur, value_name = "DURATION")]
+    pub incident_window: Option<Dur>,
 }
 
 impl Default for PipelineOptions {
@@ -166,8 +177,29 @@ impl Default for PipelineOptions {
             max_line_bytes: crate::source::MAX_LINE_BYTES as u64,
             templates: None,
             no_novelty: false,
+            group_incidents: false,
+            incident_window: None,
         }
     }
+}
+
+/// Incident settings: flags over `incidents:` in sigwatch.yaml over the
+/// defaults. Returns (group incidents?, settings).
+pub fn incident_settings(
+    p: &PipelineOptions,
+) -> Result<(bool, crate::incident::IncidentConfig), AppError> {
+    let section = match &p.config {
+        Some(path) => crate::config::load(path)?.incidents.unwrap_or_default(),
+        None => crate::config::IncidentsSection::default(),
+    };
+    let mut cfg = crate::incident::IncidentConfig::default();
+    if let Some(w) = p.incident_window.or(section.window) {
+        cfg.window = w.ns().max(0);
+    }
+    if let Some(u) = section.update_interval {
+        cfg.update_interval = u.ns().max(0);
+    }
+    Ok((p.group_incidents || section.group, cfg))
 }
 
 /// Loads the rules named (or the built-in pack).

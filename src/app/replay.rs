@@ -1,7 +1,8 @@
 //! The replay of `sigwatch replay`: event time only, never the clock; a
 //! progress bar on a terminal and a summary at the end.
 
-use super::live::{deliver, finish};
+use super::delivery::Delivery;
+use super::live::finish;
 use super::{build_engine, receivers, AppError, PipelineOptions};
 use crate::alert::Notification;
 use crate::engine::Engine;
@@ -23,9 +24,20 @@ pub enum Summary {
 /// `sigwatch replay`: files (or stdin) merged by event time, read and
 /// scanned on their own thread, detected and delivered in order; the same
 /// input always gives the same notifications.
-pub async fn replay(p: PipelineOptions, files: Vec<String>, show: Summary) -> Result<(), AppError> {
+pub async fn replay(
+    p: PipelineOptions,
+    files: Vec<String>,
+    show: Summary,
+    report: Option<std::path::PathBuf>,
+) -> Result<(), AppError> {
     let mut engine = build_engine(&p, false)?;
     let (d, _) = receivers::dispatcher(receivers::receivers(&p)?, true, None);
+    let (grouping, incident_cfg) = super::incident_settings(&p)?;
+    let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
+    if report.is_some() {
+        d = d.with_recorder(engine.rules());
+        engine.record_hits(true);
+    }
     let mut out = Vec::new();
     let input = crate::source::replay::open(&files, crate::decode::peek_time)?;
     let started = std::time::Instant::now();
@@ -46,6 +58,9 @@ pub async fn replay(p: PipelineOptions, files: Vec<String>, show: Summary) -> Re
         let (block, hints) = item?;
         lines += engine.push_block(&input.sources, &block, &hints, &mut out);
         bytes = block.consumed;
+        if let Some(r) = d.recorder.as_mut() {
+            r.hits(engine.take_hits());
+        }
         if let Some(bar) = &bar {
             bar.set_position(bytes);
             let rate = lines as f64 / started.elapsed().as_secs_f64().max(1e-3);
@@ -55,18 +70,28 @@ pub async fn replay(p: PipelineOptions, files: Vec<String>, show: Summary) -> Re
                 indicatif::HumanCount(rate as u64)
             ));
         }
-        if !out.is_empty() {
-            tally(&out, &mut alerts);
-            deliver(&d, &mut out).await;
-        }
+        tally(&out, &mut alerts);
+        d.deliver(&mut out, engine.watermark()).await;
     }
     // The reader logs lines it cut or repaired as it ends.
     reader
         .join()
         .map_err(|_| AppError::Setup("the reader thread panicked".into()))?;
     engine.finish(&mut out);
+    if let Some(r) = d.recorder.as_mut() {
+        r.hits(engine.take_hits());
+    }
     tally(&out, &mut alerts);
-    deliver(&d, &mut out).await;
+    d.deliver(&mut out, engine.watermark()).await;
+    d.flush().await;
+    if let (Some(path), Some(r)) = (&report, &d.recorder) {
+        let title = files.join(" ");
+        std::fs::write(path, r.render(&d.incidents, &title)).map_err(AppError::io(format!(
+            "cannot write the report {}",
+            path.display()
+        )))?;
+        tracing::info!(path = %path.display(), incidents = d.incidents.stats().opened, "Report written.");
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -259,6 +259,12 @@ impl Receiver for Alertmanager {
         }
     }
 
+    /// Alertmanager groups alerts itself (`group_by: [incident]`): it gets
+    /// the alerts, each labelled with its incident.
+    fn takes_incidents(&self) -> bool {
+        false
+    }
+
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
         Box::pin(async move {
             let now = crate::clock::wall_ns();

@@ -75,6 +75,12 @@ pub trait Receiver: Send + Sync {
     fn lane(&self) -> LaneConfig {
         LaneConfig::default()
     }
+    /// With incident grouping on, whether this receiver gets incident-level
+    /// notifications (most) or the alerts, labelled with their incident
+    /// (Alertmanager, which groups them itself).
+    fn takes_incidents(&self) -> bool {
+        true
+    }
 }
 
 /// Delivery counters of one receiver.
@@ -155,6 +161,10 @@ struct LaneQueue {
     order: std::collections::VecDeque<String>,
     items: std::collections::HashMap<String, Arc<Notification>>,
     closed: bool,
+    /// Replay: every notification is delivered, none replaced, so the
+    /// output does not depend on how fast a receiver is.
+    keep_every: bool,
+    seq: u64,
 }
 
 impl LaneQueue {
@@ -162,10 +172,23 @@ impl LaneQueue {
     /// replaces an undelivered firing (the page would be lost: PagerDuty
     /// and Alertmanager ignore a resolve for an alert they never saw) and
     /// queues behind it instead; a new firing takes the alert's place and
-    /// drops a queued resolve. So an alert holds at most two places.
-    /// Returns the key and whether a queued resolve was dropped.
+    /// drops a queued resolve. So an alert holds at most two places (an
+    /// incident three: its `opened` keeps its own). In replay every
+    /// notification has a place of its own. Returns the key and whether a
+    /// queued resolve was dropped.
     fn place(&mut self, n: &Notification) -> (String, bool) {
         use crate::alert::AlertState;
+        if self.keep_every {
+            self.seq += 1;
+            return (format!("{}#{}", n.fingerprint, self.seq), false);
+        }
+        // An incident's `opened` is never replaced by its first update.
+        if n.incident
+            .as_ref()
+            .is_some_and(|i| i.event == crate::alert::IncidentEvent::Opened)
+        {
+            return (format!("{}#opened", n.fingerprint), false);
+        }
         let resolved_key = format!("{}#resolved", n.fingerprint);
         let firing_queued = self
             .items
@@ -202,6 +225,7 @@ struct Lane {
     name: String,
     shared: Arc<LaneShared>,
     task: JoinHandle<()>,
+    takes_incidents: bool,
 }
 
 /// Fans notifications out to receivers, each through its own lane.
@@ -209,6 +233,7 @@ pub struct Dispatcher {
     lanes: Vec<Lane>,
     wait_when_full: bool,
     router: Option<route::Router>,
+    grouping: bool,
 }
 
 /// The spool file of a receiver: its name made file-safe.
@@ -412,7 +437,8 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
 impl Dispatcher {
     /// Starts one lane per receiver with its kind's settings
     /// ([`Receiver::lane`]) and this queue capacity. With
-    /// `wait_when_full`, [`Dispatcher::dispatch`] waits for room (replay);
+    /// `wait_when_full`, [`Dispatcher::dispatch`] waits for room and
+    /// replaces nothing (replay: the output is the same at any speed);
     /// otherwise a full queue drops its oldest notification (live).
     pub fn new(
         receivers: Vec<Arc<dyn Receiver>>,
@@ -449,7 +475,10 @@ impl Dispatcher {
             .into_iter()
             .map(|(r, cfg)| {
                 let spool = state_dir.map(|d| spool_path(d, r.name()));
-                let mut queue = LaneQueue::default();
+                let mut queue = LaneQueue {
+                    keep_every: wait_when_full,
+                    ..LaneQueue::default()
+                };
                 if let Some(path) = &spool {
                     let left = load_spool(path);
                     if !left.is_empty() {
@@ -479,15 +508,29 @@ impl Dispatcher {
                     stats: DeliveryStats::default(),
                 });
                 let name = r.name().to_string();
+                let takes_incidents = r.takes_incidents();
                 let task = tokio::spawn(lane_worker(r, shared.clone(), cfg));
-                Lane { name, shared, task }
+                Lane {
+                    name,
+                    shared,
+                    task,
+                    takes_incidents,
+                }
             })
             .collect();
         Dispatcher {
             lanes,
             wait_when_full,
             router: None,
+            grouping: false,
         }
+    }
+
+    /// Incident grouping: incident-level notifications go to the receivers
+    /// that take them, alerts to the others (Alertmanager). Without it,
+    /// alerts go everywhere and incident notifications nowhere.
+    pub fn set_grouping(&mut self, on: bool) {
+        self.grouping = on;
     }
 
     /// After [`FALLBACK_AFTER`] consecutive failures of receiver `primary`,
@@ -512,8 +555,17 @@ impl Dispatcher {
     pub async fn dispatch(&self, n: Notification) {
         let targets: Option<Vec<usize>> = self.router.as_ref().map(|r| r.select(&n));
         let n = Arc::new(n);
+        let incident = n.incident.is_some();
         for (li, lane) in self.lanes.iter().enumerate() {
             if targets.as_ref().is_some_and(|t| !t.contains(&li)) {
+                continue;
+            }
+            let wanted = if self.grouping {
+                lane.takes_incidents == incident
+            } else {
+                !incident
+            };
+            if !wanted {
                 continue;
             }
             loop {
@@ -635,6 +687,7 @@ mod tests {
             template: None,
             fingerprint: format!("fp{i}"),
             repeat: false,
+            incident: None,
         }
     }
 
@@ -642,6 +695,7 @@ mod tests {
     /// while `gate` is closed.
     struct Probe {
         got: Mutex<Vec<(String, AlertState, std::time::Instant)>>,
+        counts: Mutex<Vec<u64>>,
         down: std::sync::atomic::AtomicBool,
         gate: tokio::sync::Semaphore,
     }
@@ -659,6 +713,7 @@ mod tests {
         fn new(open: bool) -> Arc<Probe> {
             Arc::new(Probe {
                 got: Mutex::new(vec![]),
+                counts: Mutex::new(vec![]),
                 down: false.into(),
                 gate: tokio::sync::Semaphore::new(if open { 1_000_000 } else { 0 }),
             })
@@ -687,6 +742,7 @@ mod tests {
                     n.state,
                     std::time::Instant::now(),
                 ));
+                self.counts.lock().unwrap().push(n.count);
                 Ok(())
             })
         }
@@ -703,6 +759,81 @@ mod tests {
         let mut resolved = note(1);
         resolved.state = AlertState::Resolved;
         (p, d, resolved)
+    }
+
+    fn incident_note(event: crate::alert::IncidentEvent, count: u64) -> Notification {
+        let mut n = note(count);
+        n.fingerprint = "inc".into();
+        n.incident = Some(crate::alert::IncidentInfo {
+            id: "inc-1".into(),
+            event,
+            root: "r".into(),
+            chain: vec![],
+            nodes: vec![],
+            affected: vec![],
+            omitted: 0,
+        });
+        n
+    }
+
+    #[tokio::test]
+    async fn with_grouping_incidents_and_alerts_go_to_their_receivers_and_opened_stays() {
+        use crate::alert::IncidentEvent::{Opened, Updated};
+        struct AlertsOnly(Arc<Probe>);
+        impl Receiver for AlertsOnly {
+            fn name(&self) -> &str {
+                "am"
+            }
+            fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
+                self.0.send(n)
+            }
+            fn takes_incidents(&self) -> bool {
+                false
+            }
+        }
+        let p = Probe::new(false);
+        let am = Probe::new(true);
+        let mut d = Dispatcher::new(vec![p.clone(), Arc::new(AlertsOnly(am.clone()))], 16, false);
+        d.set_grouping(true);
+        let mut first = incident_note(Opened, 1);
+        first.fingerprint = "other".into();
+        d.dispatch(first).await; // in flight, gated
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        d.dispatch(incident_note(Opened, 2)).await;
+        d.dispatch(incident_note(Updated, 3)).await;
+        d.dispatch(incident_note(Updated, 4)).await; // replaces 3, not 2
+        d.dispatch(note(7)).await; // an alert: Alertmanager's only
+        p.gate.add_permits(100);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        assert_eq!(*p.counts.lock().unwrap(), vec![1, 2, 4]);
+        assert_eq!(*am.counts.lock().unwrap(), vec![7]);
+    }
+
+    #[tokio::test]
+    async fn without_grouping_incident_notifications_go_nowhere() {
+        let p = Probe::new(true);
+        let d = Dispatcher::new(vec![p.clone()], 16, false);
+        d.dispatch(incident_note(crate::alert::IncidentEvent::Opened, 1))
+            .await;
+        d.dispatch(note(2)).await;
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        assert_eq!(*p.counts.lock().unwrap(), vec![2]);
+    }
+
+    #[tokio::test]
+    async fn replay_mode_replaces_nothing() {
+        let p = Probe::new(false);
+        let d = Dispatcher::new(vec![p.clone()], 16, true);
+        d.dispatch(note(0)).await; // in flight, gated
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for count in 1..=3 {
+            let mut n = note(1);
+            n.count = count;
+            d.dispatch(n).await;
+        }
+        p.gate.add_permits(100);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        assert_eq!(*p.counts.lock().unwrap(), vec![0, 1, 2, 3]);
     }
 
     #[tokio::test]

@@ -46,6 +46,36 @@ pub fn message(n: &Notification) -> serde_json::Value {
         serde_json::json!({"type": "header", "text": {"type": "plain_text", "text": cut(&format!("{} {}", n.title, n.group), 150)}}),
         serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&format!("{summary}\n{facts}"), SECTION_MAX)}}),
     ];
+    if let Some(i) = &n.incident {
+        // An incident: its chain, in the order the alerts started.
+        let chain: Vec<String> = i
+            .chain
+            .iter()
+            .map(|c| {
+                let mark = match c.state {
+                    AlertState::Firing => ":red_circle:",
+                    AlertState::Resolved => ":white_circle:",
+                };
+                format!("{mark} `{}` {} — {}", c.group, c.starts_at, c.summary)
+            })
+            .collect();
+        let event = match i.event {
+            crate::alert::IncidentEvent::Opened => "opened",
+            crate::alert::IncidentEvent::Updated => "updated",
+            crate::alert::IncidentEvent::Resolved => "resolved",
+        };
+        let text = format!(
+            "*Incident {} {event}* · still affected: {}\n{}",
+            i.id,
+            if i.affected.is_empty() {
+                "none".to_string()
+            } else {
+                i.affected.join(", ")
+            },
+            chain.join("\n")
+        );
+        blocks.push(serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&text, SECTION_MAX)}}));
+    }
     if !n.top_groups.is_empty() {
         let top: Vec<String> = n
             .top_groups

@@ -252,6 +252,10 @@ pub struct Rule {
     pub labels: BTreeMap<String, String>,
     /// Inline examples (match, no_match).
     pub examples: (Vec<String>, Vec<String>),
+    /// Rule ids whose alerts this rule's alerts follow (incident chains).
+    pub caused_by: Vec<String>,
+    /// Incident name shared with related rules.
+    pub incident: Option<String>,
     /// Definition site.
     pub origin: Origin,
 }
@@ -505,11 +509,54 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
             }
         }
     }
+    // Incident chains name rules of any file (once they all compiled).
+    let rules_ok = errors.is_empty();
+    for r in set.rules.iter().filter(|_| rules_ok) {
+        for c in &r.caused_by {
+            let problem = if c == &r.id {
+                Some("a rule cannot be caused by itself".to_string())
+            } else if !set.rules.iter().any(|o| &o.id == c) {
+                Some(format!("caused_by names unknown rule {c:?}"))
+            } else {
+                None
+            };
+            if let Some(message) = problem {
+                let (line, column) = parsed_text(&parsed_meta, &r.origin.file)
+                    .map_or((r.origin.line, 1), |t| {
+                        locate(t, &r.id, 0, Some("caused_by"))
+                    });
+                errors.push(RuleError::At {
+                    file: r.origin.file.clone(),
+                    line,
+                    column,
+                    message,
+                });
+            }
+        }
+        if r.incident.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            errors.push(RuleError::At {
+                file: r.origin.file.clone(),
+                line: r.origin.line,
+                column: 1,
+                message: "incident: the name is empty".into(),
+            });
+        }
+    }
     if errors.is_empty() {
         Ok(set)
     } else {
         Err(RuleErrors(errors))
     }
+}
+
+/// The text of a parsed rule file, by name.
+fn parsed_text<'a>(
+    meta: &'a [(String, String, Option<model::NoveltySpec>)],
+    file: &str,
+) -> Option<&'a str> {
+    meta.iter()
+        .find(|(n, _, _)| n == file)
+        .map(|(_, t, _)| t.as_str())
 }
 
 /// Line and column of a top-level `key:` (1, 1 when absent).
@@ -658,6 +705,8 @@ fn compile_novelty(
         annotations: compiled,
         labels: spec.labels.clone(),
         examples: Default::default(),
+        caused_by: Vec::new(),
+        incident: None,
         origin,
     })
 }
@@ -782,6 +831,8 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         annotations,
         labels: spec.labels,
         examples,
+        caused_by: spec.caused_by.map(|c| c.to_vec()).unwrap_or_default(),
+        incident: spec.incident,
         origin,
     })
 }

@@ -158,6 +158,13 @@ pub struct RuleSpec {
     /// Inline examples verified by `sigwatch check`.
     #[serde(default)]
     pub examples: Option<Examples>,
+    /// Rules whose alerts cause this one's: an alert of this rule joins their
+    /// open incident (see `incident`).
+    #[serde(default)]
+    pub caused_by: Option<OneOrMany>,
+    /// An incident name: alerts of rules with the same name join one incident.
+    #[serde(default)]
+    pub incident: Option<String>,
 }
 
 /// Inline examples.

@@ -1,0 +1,953 @@
+//! Incidents: the alerts of one failure, joined into one story. The Redis
+//! outage that motivates sigwatch raises 13 alerts (one cluster-wide, two
+//! per node); on-call needs one page that says Redis went away from every
+//! node, then each node failed to drain, then each got stuck — and which
+//! nodes are still affected.
+//!
+//! An alert joins an open incident when it is related to one of its
+//! alerts: a rule link (`caused_by:` either way, or the same `incident:`
+//! name), the same rule on another node, a shared node (a per-node alert
+//! on a node a cluster-wide alert named, or two alerts of one node), or a
+//! shared sample line (two rules raised by the same log line). Links
+//! hold while the related alert fires and for `window` after it resolved;
+//! the same-rule link only within `window` of the incident's last change.
+//! An incident resolves when its last alert resolves. Everything is driven
+//! by the alerts' own event times, so a replay groups exactly as the live
+//! run did, and two replicas give the same incident ids.
+
+use crate::alert::{
+    fingerprint, AlertState, ChainLink, IncidentEvent, IncidentInfo, Notification, TopGroup,
+};
+use crate::decode::time::{format_rfc3339, parse_rfc3339};
+use crate::rules::{Detect, RuleSet};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// The rule id of incident-level notifications.
+pub const INCIDENT_RULE: &str = "incident";
+
+const MINUTE: i64 = 60_000_000_000;
+
+/// How incidents are formed and reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IncidentConfig {
+    /// How long after a related alert resolved (or the incident last
+    /// changed, for the same-rule link) a new alert still joins (ns).
+    pub window: i64,
+    /// Least time between two `updated` notifications of one incident (ns);
+    /// changes in between are sent together.
+    pub update_interval: i64,
+    /// Most incidents open at once (the least recently changed one is
+    /// closed early, counted).
+    pub max_open: usize,
+    /// Most alerts listed in one incident's chain (the rest counted).
+    pub max_chain: usize,
+    /// Most resolved incidents remembered (status page, report).
+    pub max_closed: usize,
+}
+
+impl Default for IncidentConfig {
+    fn default() -> Self {
+        IncidentConfig {
+            window: 15 * MINUTE,
+            update_interval: MINUTE,
+            max_open: 256,
+            max_chain: 200,
+            max_closed: 1000,
+        }
+    }
+}
+
+/// What the rules say about how their alerts relate.
+#[derive(Debug, Clone, Default)]
+struct RuleLinks {
+    caused_by: Vec<String>,
+    incident: Option<String>,
+    /// Spread, share and novelty alerts speak for several nodes (their top
+    /// groups), not for their group key.
+    cluster: bool,
+}
+
+/// One alert of an incident.
+#[derive(Debug, Clone, Serialize)]
+pub struct Member {
+    /// Rule id.
+    pub rule: String,
+    /// Rule title.
+    pub title: String,
+    /// Severity.
+    pub severity: String,
+    /// Group or partition.
+    pub group: String,
+    /// Firing or resolved.
+    pub state: AlertState,
+    /// Start (ns).
+    pub starts_at: i64,
+    /// End (ns), once resolved.
+    pub ends_at: Option<i64>,
+    /// The rendered summary.
+    pub summary: String,
+    /// The alert's fingerprint.
+    pub fingerprint: String,
+    /// The nodes it speaks for.
+    pub nodes: Vec<String>,
+    /// Whether it is a cluster-wide alert.
+    pub cluster: bool,
+    /// Its sample lines.
+    pub samples: Vec<String>,
+}
+
+/// Alerts that belong together.
+#[derive(Debug, Clone, Serialize)]
+pub struct Incident {
+    /// Stable id: `inc-` and 8 hex digits of the first alert and its start.
+    pub id: String,
+    /// The alerts, in the order they joined (the chain sorts them by start).
+    pub members: Vec<Member>,
+    /// Index of the root alert in `members`.
+    pub root: usize,
+    /// Start: the first alert's start (ns).
+    pub start: i64,
+    /// End (ns), once every alert resolved.
+    pub end: Option<i64>,
+    /// Alerts beyond the chain's bound.
+    pub omitted: u64,
+    #[serde(skip)]
+    last_change: i64,
+    #[serde(skip)]
+    sent_at: i64,
+    #[serde(skip)]
+    dirty: bool,
+}
+
+fn severity_rank(s: &str) -> u8 {
+    match s {
+        "critical" => 3,
+        "warning" => 2,
+        "info" => 1,
+        _ => 0,
+    }
+}
+
+impl Incident {
+    /// Whether any alert still fires.
+    pub fn firing(&self) -> bool {
+        self.members.iter().any(|m| m.state == AlertState::Firing)
+    }
+
+    /// The root alert: the cause the others follow.
+    pub fn root(&self) -> Option<&Member> {
+        self.members.get(self.root)
+    }
+
+    /// The incident's title: its root alert's.
+    pub fn title(&self) -> String {
+        self.root().map(|r| r.title.clone()).unwrap_or_default()
+    }
+
+    /// The highest severity of its alerts.
+    pub fn severity(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| m.severity.as_str())
+            .max_by_key(|s| severity_rank(s))
+            .unwrap_or("info")
+            .to_string()
+    }
+
+    /// Every node it touched, sorted.
+    pub fn nodes(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self.members.iter().flat_map(|m| &m.nodes).collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// The nodes with an alert still firing, sorted.
+    pub fn affected(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self
+            .members
+            .iter()
+            .filter(|m| m.state == AlertState::Firing)
+            .flat_map(|m| &m.nodes)
+            .collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// The alerts in the order they started.
+    pub fn chain(&self) -> Vec<&Member> {
+        let mut v: Vec<&Member> = self.members.iter().collect();
+        v.sort_by(|a, b| a.starts_at.cmp(&b.starts_at).then(a.rule.cmp(&b.rule)));
+        v
+    }
+
+    /// One line: the rules in the order they first fired, with their node
+    /// counts, and how many nodes are affected.
+    pub fn story(&self) -> String {
+        // (title, nodes, cluster-wide, any still firing)
+        let mut steps: Vec<(String, BTreeSet<String>, bool, bool)> = Vec::new();
+        for m in self.chain() {
+            let firing = m.state == AlertState::Firing;
+            match steps.iter_mut().find(|s| s.0 == m.title) {
+                Some(s) => {
+                    s.1.extend(m.nodes.iter().cloned());
+                    s.3 |= firing;
+                }
+                None => steps.push((
+                    m.title.clone(),
+                    m.nodes.iter().cloned().collect(),
+                    m.cluster,
+                    firing,
+                )),
+            }
+        }
+        let parts: Vec<String> = steps
+            .iter()
+            .map(|(title, nodes, cluster, firing)| {
+                let step = match (nodes.len(), cluster) {
+                    (_, true) | (0, _) => title.clone(),
+                    (1, false) => format!("{title} on {}", nodes.iter().next().map_or("", |s| s)),
+                    (n, false) => format!("{title} on {n} nodes"),
+                };
+                if *firing || !self.firing() {
+                    step
+                } else {
+                    format!("{step} (recovered)")
+                }
+            })
+            .collect();
+        let nodes = self.nodes().len();
+        let affected = self.affected().len();
+        let tail = if self.firing() {
+            format!("{nodes} node(s) affected, {affected} still")
+        } else {
+            format!("{nodes} node(s) affected, all recovered")
+        };
+        format!("{} — {tail}", parts.join(" → "))
+    }
+
+    /// The incident part of a notification.
+    pub fn info(&self, event: IncidentEvent) -> IncidentInfo {
+        IncidentInfo {
+            id: self.id.clone(),
+            event,
+            root: self.root().map(|r| r.rule.clone()).unwrap_or_default(),
+            chain: self
+                .chain()
+                .into_iter()
+                .map(|m| ChainLink {
+                    rule: m.rule.clone(),
+                    title: m.title.clone(),
+                    severity: m.severity.clone(),
+                    group: m.group.clone(),
+                    state: m.state,
+                    starts_at: format_rfc3339(m.starts_at),
+                    ends_at: m.ends_at.map(format_rfc3339),
+                    summary: m.summary.clone(),
+                    fingerprint: m.fingerprint.clone(),
+                })
+                .collect(),
+            nodes: self.nodes(),
+            affected: self.affected(),
+            omitted: self.omitted,
+        }
+    }
+
+    /// The incident-level notification: rule `incident`, group the id, one
+    /// fingerprint per incident (PagerDuty's dedup key, Slack's thread).
+    pub fn notification(&self, event: IncidentEvent) -> Notification {
+        let severity = self.severity();
+        let mut labels = BTreeMap::new();
+        labels.insert("alertname".to_string(), INCIDENT_RULE.to_string());
+        labels.insert("severity".to_string(), severity.clone());
+        labels.insert("group".to_string(), self.id.clone());
+        labels.insert("incident".to_string(), self.id.clone());
+        let mut annotations = BTreeMap::new();
+        annotations.insert("summary".to_string(), self.story());
+        if let Some(r) = self.root() {
+            annotations.insert("root".to_string(), r.summary.clone());
+        }
+        let chain: Vec<String> = self
+            .chain()
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} {} {} — {}",
+                    format_rfc3339(m.starts_at),
+                    match m.state {
+                        AlertState::Firing => "firing",
+                        AlertState::Resolved => "resolved",
+                    },
+                    m.rule,
+                    m.group,
+                    m.summary
+                )
+            })
+            .collect();
+        annotations.insert("chain".to_string(), chain.join("\n"));
+        let mut per_node: BTreeMap<&str, u64> = BTreeMap::new();
+        for m in &self.members {
+            for n in &m.nodes {
+                *per_node.entry(n).or_default() += 1;
+            }
+        }
+        let mut top_groups: Vec<TopGroup> = per_node
+            .into_iter()
+            .map(|(g, c)| TopGroup {
+                group: g.to_string(),
+                count: c,
+            })
+            .collect();
+        top_groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.group.cmp(&b.group)));
+        let last = self
+            .members
+            .iter()
+            .map(|m| m.ends_at.unwrap_or(m.starts_at))
+            .max();
+        Notification {
+            state: if event == IncidentEvent::Resolved {
+                AlertState::Resolved
+            } else {
+                AlertState::Firing
+            },
+            rule: INCIDENT_RULE.to_string(),
+            title: self.title(),
+            severity,
+            group: self.id.clone(),
+            labels,
+            annotations,
+            starts_at: format_rfc3339(self.start),
+            ends_at: self.end.map(format_rfc3339),
+            count: self.members.len() as u64 + self.omitted,
+            first_seen: Some(format_rfc3339(self.start)),
+            last_seen: last.map(format_rfc3339),
+            top_groups,
+            share: None,
+            samples: self.root().map(|r| r.samples.clone()).unwrap_or_default(),
+            template: None,
+            fingerprint: fingerprint(INCIDENT_RULE, &self.id),
+            repeat: false,
+            incident: Some(self.info(event)),
+        }
+    }
+}
+
+/// Counters of incident grouping.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IncidentStats {
+    /// Incidents opened.
+    pub opened: u64,
+    /// Incidents resolved.
+    pub resolved: u64,
+    /// Alerts that joined an open incident.
+    pub joined: u64,
+    /// Incidents closed early by the `max_open` bound.
+    pub evicted: u64,
+    /// Alerts not listed in a full chain.
+    pub omitted: u64,
+}
+
+/// The incident tracker: fed every alert notification, in order.
+#[derive(Debug, Clone)]
+pub struct Incidents {
+    cfg: IncidentConfig,
+    links: HashMap<String, RuleLinks>,
+    open: Vec<Incident>,
+    /// Alert fingerprint → incident id, for the alerts of open incidents.
+    member_of: HashMap<String, String>,
+    closed: VecDeque<Incident>,
+    stats: IncidentStats,
+}
+
+impl Incidents {
+    /// A tracker for the rules of `set`.
+    pub fn new(set: &RuleSet, cfg: IncidentConfig) -> Incidents {
+        let mut i = Incidents {
+            cfg,
+            links: HashMap::new(),
+            open: Vec::new(),
+            member_of: HashMap::new(),
+            closed: VecDeque::new(),
+            stats: IncidentStats::default(),
+        };
+        i.set_rules(set);
+        i
+    }
+
+    /// Takes the links of a reloaded rule set (open incidents stay).
+    pub fn set_rules(&mut self, set: &RuleSet) {
+        self.links = set
+            .rules
+            .iter()
+            .map(|r| {
+                (
+                    r.id.clone(),
+                    RuleLinks {
+                        caused_by: r.caused_by.clone(),
+                        incident: r.incident.clone(),
+                        cluster: matches!(
+                            r.detect,
+                            Detect::Spread(_) | Detect::Share(_) | Detect::Novelty(_)
+                        ),
+                    },
+                )
+            })
+            .collect();
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &IncidentStats {
+        &self.stats
+    }
+
+    /// Open incidents, oldest first.
+    pub fn open(&self) -> &[Incident] {
+        &self.open
+    }
+
+    /// Resolved incidents remembered, oldest first.
+    pub fn closed(&self) -> impl DoubleEndedIterator<Item = &Incident> {
+        self.closed.iter()
+    }
+
+    /// The incident of an alert of an open incident.
+    pub fn incident_of(&self, alert_fingerprint: &str) -> Option<&str> {
+        self.member_of.get(alert_fingerprint).map(String::as_str)
+    }
+
+    /// Takes one alert notification; pushes the incident notifications it
+    /// causes (opened and resolved at once, updates at most every
+    /// `update_interval`) and returns the alert's incident id.
+    pub fn observe(&mut self, n: &Notification, out: &mut Vec<Notification>) -> Option<String> {
+        if n.incident.is_some() {
+            return None;
+        }
+        let id = match n.state {
+            AlertState::Firing if n.repeat => self.member_of.get(&n.fingerprint).cloned(),
+            AlertState::Firing => self.fire(n, out),
+            AlertState::Resolved => self.resolve(n, out),
+        };
+        let t = event_time(n);
+        self.tick(t, out);
+        id
+    }
+
+    /// Sends the updates that are due at event time `now`.
+    pub fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
+        for inc in &mut self.open {
+            if inc.dirty && now >= inc.sent_at.saturating_add(self.cfg.update_interval) {
+                inc.dirty = false;
+                inc.sent_at = now;
+                out.push(inc.notification(IncidentEvent::Updated));
+            }
+        }
+    }
+
+    /// End of input: sends every pending update.
+    pub fn finish(&mut self, out: &mut Vec<Notification>) {
+        for inc in &mut self.open {
+            if inc.dirty {
+                inc.dirty = false;
+                out.push(inc.notification(IncidentEvent::Updated));
+            }
+        }
+    }
+
+    fn links(&self, rule: &str) -> RuleLinks {
+        self.links.get(rule).cloned().unwrap_or_default()
+    }
+
+    fn member(&self, n: &Notification, t: i64) -> Member {
+        let cluster = self.links(&n.rule).cluster;
+        let nodes = if cluster {
+            let mut v: Vec<String> = n.top_groups.iter().map(|g| g.group.clone()).collect();
+            v.sort();
+            v.dedup();
+            v
+        } else {
+            vec![n.group.clone()]
+        };
+        Member {
+            rule: n.rule.clone(),
+            title: n.title.clone(),
+            severity: n.severity.clone(),
+            group: n.group.clone(),
+            state: AlertState::Firing,
+            starts_at: t,
+            ends_at: None,
+            summary: n
+                .annotations
+                .get("summary")
+                .cloned()
+                .unwrap_or_else(|| n.title.clone()),
+            fingerprint: n.fingerprint.clone(),
+            nodes,
+            cluster,
+            samples: n.samples.iter().take(3).cloned().collect(),
+        }
+    }
+
+    /// Whether new alert `m` relates to member `o` of an incident whose
+    /// last change was at `last_change`.
+    fn related(&self, m: &Member, o: &Member, last_change: i64) -> bool {
+        let live = o.state == AlertState::Firing
+            || o.ends_at
+                .is_some_and(|e| m.starts_at <= e.saturating_add(self.cfg.window));
+        if !live {
+            return false;
+        }
+        let (lm, lo) = (self.links(&m.rule), self.links(&o.rule));
+        let linked = lm.caused_by.contains(&o.rule)
+            || lo.caused_by.contains(&m.rule)
+            || (lm.incident.is_some() && lm.incident == lo.incident);
+        let same_rule =
+            m.rule == o.rule && m.starts_at <= last_change.saturating_add(self.cfg.window);
+        let shared_node = m.nodes.iter().any(|n| o.nodes.contains(n));
+        // Two alerts raised by the same log line are one failure seen twice
+        // (a new template and the rule that names it, say).
+        let shared_line = m.samples.iter().any(|l| o.samples.contains(l));
+        linked || same_rule || shared_node || shared_line
+    }
+
+    fn fire(&mut self, n: &Notification, out: &mut Vec<Notification>) -> Option<String> {
+        let t = event_time(n);
+        // A member firing again (after resolving) within its open incident.
+        if let Some(id) = self.member_of.get(&n.fingerprint).cloned() {
+            if let Some(inc) = self.open.iter_mut().find(|i| i.id == id) {
+                if let Some(m) = inc
+                    .members
+                    .iter_mut()
+                    .find(|m| m.fingerprint == n.fingerprint)
+                {
+                    m.state = AlertState::Firing;
+                    m.ends_at = None;
+                }
+                inc.last_change = t;
+                inc.dirty = true;
+                return Some(id);
+            }
+        }
+        let m = self.member(n, t);
+        let target = self.open.iter().position(|inc| {
+            inc.members
+                .iter()
+                .any(|o| self.related(&m, o, inc.last_change))
+        });
+        match target {
+            Some(i) => {
+                self.stats.joined += 1;
+                let cap = self.cfg.max_chain;
+                let inc = &mut self.open[i];
+                inc.last_change = t;
+                if inc.members.len() >= cap {
+                    inc.omitted += 1;
+                    self.stats.omitted += 1;
+                    return Some(inc.id.clone());
+                }
+                inc.members.push(m);
+                inc.dirty = true;
+                let id = inc.id.clone();
+                let root = choose_root(&inc.members, &self.links);
+                self.open[i].root = root;
+                self.member_of.insert(n.fingerprint.clone(), id.clone());
+                Some(id)
+            }
+            None => {
+                let id = format!("inc-{}", &fingerprint(&n.fingerprint, &n.starts_at)[..8]);
+                let inc = Incident {
+                    id: id.clone(),
+                    members: vec![m],
+                    root: 0,
+                    start: t,
+                    end: None,
+                    omitted: 0,
+                    last_change: t,
+                    sent_at: t,
+                    dirty: false,
+                };
+                out.push(inc.notification(IncidentEvent::Opened));
+                self.stats.opened += 1;
+                self.member_of.insert(n.fingerprint.clone(), id.clone());
+                self.open.push(inc);
+                if self.open.len() > self.cfg.max_open {
+                    self.evict_oldest(t, out);
+                }
+                Some(id)
+            }
+        }
+    }
+
+    fn resolve(&mut self, n: &Notification, out: &mut Vec<Notification>) -> Option<String> {
+        let id = self.member_of.get(&n.fingerprint).cloned()?;
+        let t = event_time(n);
+        let i = self.open.iter().position(|inc| inc.id == id)?;
+        let inc = &mut self.open[i];
+        if let Some(m) = inc
+            .members
+            .iter_mut()
+            .find(|m| m.fingerprint == n.fingerprint)
+        {
+            m.state = AlertState::Resolved;
+            m.ends_at = Some(t);
+        }
+        inc.last_change = t;
+        if inc.firing() {
+            inc.dirty = true;
+        } else {
+            self.close(i, t, out);
+        }
+        Some(id)
+    }
+
+    fn close(&mut self, i: usize, t: i64, out: &mut Vec<Notification>) {
+        let mut inc = self.open.remove(i);
+        inc.end = Some(t);
+        inc.dirty = false;
+        for m in &inc.members {
+            self.member_of.remove(&m.fingerprint);
+        }
+        out.push(inc.notification(IncidentEvent::Resolved));
+        self.stats.resolved += 1;
+        self.closed.push_back(inc);
+        while self.closed.len() > self.cfg.max_closed {
+            self.closed.pop_front();
+        }
+    }
+
+    fn evict_oldest(&mut self, t: i64, out: &mut Vec<Notification>) {
+        let Some(i) = self
+            .open
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, inc)| inc.last_change)
+            .map(|(i, _)| i)
+        else {
+            return;
+        };
+        self.stats.evicted += 1;
+        tracing::warn!(
+            incident = %self.open[i].id,
+            max_open = self.cfg.max_open,
+            "Too many open incidents: the least recently changed one is closed early (its alerts still deliver)."
+        );
+        self.close(i, t, out);
+    }
+}
+
+/// The root: an alert no other member causes, cluster-wide first, then the
+/// earliest.
+fn choose_root(members: &[Member], links: &HashMap<String, RuleLinks>) -> usize {
+    let caused = |m: &Member| {
+        links.get(&m.rule).is_some_and(|l| {
+            members
+                .iter()
+                .any(|o| o.rule != m.rule && l.caused_by.contains(&o.rule))
+        })
+    };
+    members
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !caused(m))
+        .min_by_key(|(_, m)| (!m.cluster, m.starts_at))
+        .map_or(0, |(i, _)| i)
+}
+
+/// The event time of an alert notification: its end when resolved, else
+/// its start (repeats: their latest match).
+fn event_time(n: &Notification) -> i64 {
+    let s = match n.state {
+        AlertState::Resolved => n.ends_at.as_deref().unwrap_or(&n.starts_at),
+        AlertState::Firing if n.repeat => n.last_seen.as_deref().unwrap_or(&n.starts_at),
+        AlertState::Firing => &n.starts_at,
+    };
+    parse_rfc3339(s).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: &str = r#"
+rules:
+  - id: redis
+    title: Redis unreachable
+    severity: critical
+    match: {contains: ["redis down"]}
+    group_by: node
+    detect: {spread: {window: 1m, groups: 2}}
+  - id: drain_failed
+    title: Drain failed
+    severity: critical
+    match: {contains: ["failed to mark as draining"]}
+    group_by: node
+    caused_by: redis
+    detect: {count: {window: 15m}}
+  - id: drain_stuck
+    title: Drain stuck
+    severity: critical
+    match: {contains: ["waiting for participants"]}
+    group_by: node
+    caused_by: [drain_failed]
+    detect: {persist: {for: 10m, max_gap: 1m}}
+  - id: disk
+    title: Disk full
+    severity: warning
+    match: {contains: ["no space"]}
+    group_by: node
+    incident: storage
+    detect: {count: {window: 5m}}
+  - id: upload
+    title: Uploads failing
+    severity: warning
+    match: {contains: ["upload failed"]}
+    group_by: pod
+    incident: storage
+    detect: {count: {window: 5m}}
+"#;
+
+    fn tracker(cfg: IncidentConfig) -> Incidents {
+        let set = crate::rules::compile(&[("t.yaml".into(), RULES.into())]).unwrap();
+        Incidents::new(&set, cfg)
+    }
+
+    fn at(min: i64) -> String {
+        format_rfc3339(min * MINUTE)
+    }
+
+    fn alert(rule: &str, group: &str, min: i64, nodes: &[&str]) -> Notification {
+        Notification {
+            state: AlertState::Firing,
+            rule: rule.into(),
+            title: rule.to_uppercase(),
+            severity: "critical".into(),
+            group: group.into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::from([("summary".into(), format!("{rule} on {group}"))]),
+            starts_at: at(min),
+            ends_at: None,
+            count: 1,
+            first_seen: None,
+            last_seen: None,
+            top_groups: nodes
+                .iter()
+                .map(|n| TopGroup {
+                    group: n.to_string(),
+                    count: 1,
+                })
+                .collect(),
+            share: None,
+            samples: vec![format!("a line of {rule} on {group}")],
+            template: None,
+            fingerprint: fingerprint(rule, group),
+            repeat: false,
+            incident: None,
+        }
+    }
+
+    fn resolved(rule: &str, group: &str, start: i64, end: i64) -> Notification {
+        let mut n = alert(rule, group, start, &[]);
+        n.state = AlertState::Resolved;
+        n.ends_at = Some(at(end));
+        n
+    }
+
+    fn events(out: &[Notification]) -> Vec<(String, IncidentEvent)> {
+        out.iter()
+            .map(|n| {
+                let i = n.incident.as_ref().unwrap();
+                (i.id.clone(), i.event)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_redis_outage_is_one_incident_rooted_at_the_cluster_alert() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let nodes = ["n1", "n2", "n3"];
+        let id = inc
+            .observe(&alert("redis", "cluster", 10, &nodes), &mut out)
+            .unwrap();
+        for n in nodes {
+            let got = inc.observe(&alert("drain_failed", n, 11, &[n]), &mut out);
+            assert_eq!(got.as_deref(), Some(id.as_str()));
+        }
+        inc.observe(&resolved("redis", "cluster", 10, 20), &mut out);
+        for n in nodes {
+            inc.observe(&alert("drain_stuck", n, 21, &[n]), &mut out);
+        }
+        inc.finish(&mut out);
+        assert_eq!(inc.open().len(), 1);
+        let i = &inc.open()[0];
+        assert_eq!(i.members.len(), 7);
+        assert_eq!(i.root().unwrap().rule, "redis");
+        assert_eq!(i.title(), "REDIS");
+        assert_eq!(i.affected(), vec!["n1", "n2", "n3"]);
+        let n = i.notification(IncidentEvent::Updated);
+        let info = n.incident.as_ref().unwrap();
+        let rules: Vec<&str> = info.chain.iter().map(|c| c.rule.as_str()).collect();
+        assert_eq!(
+            rules,
+            [
+                "redis",
+                "drain_failed",
+                "drain_failed",
+                "drain_failed",
+                "drain_stuck",
+                "drain_stuck",
+                "drain_stuck"
+            ]
+        );
+        assert_eq!(info.chain[0].state, AlertState::Resolved);
+        assert_eq!(
+            n.annotations["summary"],
+            "REDIS (recovered) → DRAIN_FAILED on 3 nodes → DRAIN_STUCK on 3 nodes — 3 node(s) affected, 3 still"
+        );
+        assert_eq!(n.labels["incident"], id);
+        // Opened once; 12 changes in 4 updates, at most one a minute: the
+        // first join at 11m (the other two wait), the resolve at 20m (with
+        // them), the first stuck node at 21m, the other two at the end.
+        let ev = events(&out);
+        assert_eq!(ev[0], (id.clone(), IncidentEvent::Opened));
+        assert!(ev[1..]
+            .iter()
+            .all(|e| e == &(id.clone(), IncidentEvent::Updated)));
+        assert_eq!(ev.len(), 5, "{ev:?}");
+        let members = |k: usize| out[k].incident.as_ref().unwrap().chain.len();
+        assert_eq!(
+            (members(1), members(2), members(3), members(4)),
+            (2, 4, 5, 7)
+        );
+    }
+
+    #[test]
+    fn the_root_follows_caused_by_when_the_cause_fires_last() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        inc.observe(&alert("drain_failed", "n1", 10, &["n1"]), &mut out);
+        inc.observe(&alert("redis", "cluster", 11, &["n1", "n2"]), &mut out);
+        assert_eq!(inc.open().len(), 1);
+        assert_eq!(inc.open()[0].root().unwrap().rule, "redis");
+        // The id stays the first alert's.
+        assert_eq!(events(&out)[0].0, inc.open()[0].id);
+    }
+
+    #[test]
+    fn unrelated_alerts_are_separate_incidents_and_each_resolves() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let a = inc.observe(&alert("drain_failed", "n1", 10, &["n1"]), &mut out);
+        let b = inc.observe(&alert("disk", "n9", 10, &["n9"]), &mut out);
+        assert_ne!(a, b);
+        assert_eq!(inc.open().len(), 2);
+        inc.observe(&resolved("disk", "n9", 10, 15), &mut out);
+        assert_eq!(inc.open().len(), 1);
+        assert_eq!(inc.closed().count(), 1);
+        let last = out.last().unwrap();
+        assert_eq!(last.state, AlertState::Resolved);
+        assert_eq!(
+            last.incident.as_ref().unwrap().event,
+            IncidentEvent::Resolved
+        );
+        assert_eq!(last.ends_at.as_deref(), Some(at(15).as_str()));
+        assert!(inc.incident_of(&fingerprint("disk", "n9")).is_none());
+        assert_eq!(inc.stats().opened, 2);
+        assert_eq!(inc.stats().resolved, 1);
+    }
+
+    #[test]
+    fn an_incident_name_links_rules_without_a_shared_node() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let a = inc.observe(&alert("disk", "n1", 10, &["n1"]), &mut out);
+        let b = inc.observe(&alert("upload", "api-7", 12, &["api-7"]), &mut out);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn the_same_rule_elsewhere_joins_only_within_the_window() {
+        let cfg = IncidentConfig {
+            window: 5 * MINUTE,
+            ..IncidentConfig::default()
+        };
+        let mut inc = tracker(cfg);
+        let mut out = Vec::new();
+        let a = inc.observe(&alert("drain_failed", "n1", 10, &["n1"]), &mut out);
+        let b = inc.observe(&alert("drain_failed", "n2", 14, &["n2"]), &mut out);
+        assert_eq!(a, b);
+        // 20 min after the last change: a new incident, though n1 still fires.
+        let c = inc.observe(&alert("drain_failed", "n3", 34, &["n3"]), &mut out);
+        assert_ne!(a, c);
+        // Rules sharing an incident name link while the other fires.
+        let d = inc.observe(&alert("disk", "n8", 40, &["n8"]), &mut out);
+        let e = inc.observe(&alert("disk", "n9", 90, &["n9"]), &mut out);
+        assert_eq!(d, e);
+    }
+
+    #[test]
+    fn a_resolved_alert_links_for_the_window_only() {
+        let cfg = IncidentConfig {
+            window: 5 * MINUTE,
+            ..IncidentConfig::default()
+        };
+        let mut inc = tracker(cfg);
+        let mut out = Vec::new();
+        let a = inc.observe(&alert("drain_failed", "n1", 10, &["n1"]), &mut out);
+        inc.observe(&alert("disk", "n1", 11, &["n1"]), &mut out);
+        inc.observe(&resolved("drain_failed", "n1", 10, 12), &mut out);
+        // Still open (disk fires); drain_stuck on n1 links to the resolved
+        // drain_failed within 5 minutes…
+        let b = inc.observe(&alert("drain_stuck", "n1", 16, &["n1"]), &mut out);
+        assert_eq!(a, b);
+        // …and through the shared node anyway; another node's stuck drain
+        // 20 minutes later links to nothing live.
+        let c = inc.observe(&alert("drain_stuck", "n7", 40, &["n7"]), &mut out);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn chains_and_open_incidents_are_bounded_and_counted() {
+        let cfg = IncidentConfig {
+            max_chain: 2,
+            max_open: 2,
+            ..IncidentConfig::default()
+        };
+        let mut inc = tracker(cfg);
+        let mut out = Vec::new();
+        for n in ["n1", "n2", "n3"] {
+            inc.observe(&alert("disk", n, 10, &[n]), &mut out);
+        }
+        assert_eq!(inc.open()[0].members.len(), 2);
+        assert_eq!(inc.open()[0].omitted, 1);
+        assert_eq!(inc.stats().omitted, 1);
+        inc.observe(&alert("drain_failed", "x1", 30, &["x1"]), &mut out);
+        inc.observe(&alert("drain_failed", "y1", 90, &["y1"]), &mut out);
+        assert_eq!(inc.open().len(), 2);
+        assert_eq!(inc.stats().evicted, 1);
+    }
+
+    #[test]
+    fn repeats_and_incident_notifications_change_nothing() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let a = inc.observe(&alert("disk", "n1", 10, &["n1"]), &mut out);
+        let mut rep = alert("disk", "n1", 10, &["n1"]);
+        rep.repeat = true;
+        rep.last_seen = Some(at(250));
+        assert_eq!(inc.observe(&rep, &mut out), a);
+        let own = out[0].clone();
+        assert_eq!(inc.observe(&own, &mut out), None);
+        assert_eq!(out.len(), 1);
+        assert_eq!(inc.open()[0].members.len(), 1);
+    }
+
+    #[test]
+    fn alerts_raised_by_the_same_line_are_one_incident() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let mut a = alert("disk", "n1", 10, &["n1"]);
+        let mut b = alert("drain_failed", "pod-7", 11, &["pod-7"]);
+        a.samples = vec!["the same line".into()];
+        b.samples = vec!["another".into(), "the same line".into()];
+        let ia = inc.observe(&a, &mut out);
+        assert_eq!(inc.observe(&b, &mut out), ia);
+    }
+}

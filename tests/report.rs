@@ -1,0 +1,258 @@
+//! The HTML report and the live status page in a real browser: Debian's
+//! `chromium` (installed by `.ci/run`), headless, runs the pages' own
+//! JavaScript and dumps the DOM it built, which the tests read.
+
+mod common;
+use common::{free_port, Killed, BIN};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn chromium() -> String {
+    let b = std::env::var("SIGWATCH_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&b).exists(),
+        "{b} not found: install it with `apt-get install -y chromium` (bash .ci/run does)"
+    );
+    b
+}
+
+/// The DOM of `url` after its scripts ran (up to `budget_ms` of virtual time).
+fn dump_dom(url: &str, budget_ms: u32) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium())
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.path().display()),
+            &format!("--virtual-time-budget={budget_ms}"),
+            "--dump-dom",
+            url,
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed on {url}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Values of `attr` on elements whose class attribute is exactly `class`.
+fn attrs(dom: &str, tag: &str, class: &str, attr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let open = format!("<{tag} ");
+    for piece in dom.split(&open).skip(1) {
+        let head = &piece[..piece.find('>').unwrap_or(piece.len())];
+        if !head.contains(&format!("class=\"{class}\"")) {
+            continue;
+        }
+        let key = format!("{attr}=\"");
+        if let Some(i) = head.find(&key) {
+            let v = &head[i + key.len()..];
+            out.push(v[..v.find('"').unwrap_or(v.len())].to_string());
+        }
+    }
+    out
+}
+
+fn count_class_prefix(dom: &str, tag: &str, prefix: &str) -> usize {
+    dom.split(&format!("<{tag} "))
+        .skip(1)
+        .filter(|p| {
+            let head = &p[..p.find('>').unwrap_or(p.len())];
+            head.contains(&format!("class=\"{prefix}"))
+        })
+        .count()
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_redis_outage_report_shows_7_lanes_13_alert_bars_and_1_incident() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("incident.html");
+    let out = Command::new(BIN)
+        .args(["replay", "--no-summary", "--log-level", "error", "--report"])
+        .arg(&report)
+        .arg(fixture("livekit-redis-outage.log"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Per-alert delivery is unchanged by the report.
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 14);
+    let html = std::fs::read_to_string(&report).unwrap();
+    // Self-contained: nothing fetched from anywhere.
+    for external in [
+        "<script src",
+        "<link ",
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+    ] {
+        assert!(!html.contains(external), "the report references {external}");
+    }
+
+    let dom = dump_dom(&format!("file://{}", report.display()), 2000);
+    let lanes = attrs(&dom, "g", "lane", "data-lane");
+    assert_eq!(lanes.len(), 7, "{lanes:?}");
+    assert_eq!(lanes[0], "cluster");
+    for node in [
+        "ND_0rLGlkoMXGjt",
+        "ND_8dWKnHfDNxSI",
+        "ND_FjbD0kH8Oool",
+        "ND_taWr4Y9OJFLJ",
+        "ND_xPFkThf4VucS",
+        "ND_y40UVsWmflzd",
+    ] {
+        assert!(
+            lanes.iter().any(|l| l == node),
+            "no lane for {node}: {lanes:?}"
+        );
+    }
+    assert_eq!(count_class_prefix(&dom, "rect", "alert "), 13, "alert bars");
+    // The cluster alert resolved; the 12 per-node ones still fire at the end.
+    assert_eq!(
+        count_class_prefix(&dom, "rect", "alert sev-critical open"),
+        12
+    );
+    let incidents = attrs(&dom, "rect", "incident", "data-incident");
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    assert!(incidents[0].starts_with("inc-"));
+    // Hits drawn, in every node lane.
+    assert!(count_class_prefix(&dom, "rect", "hit") > 100);
+    // The incident card tells the chain.
+    assert!(
+        dom.contains("Redis unreachable from many LiveKit nodes (recovered) → LiveKit node failed to mark itself as draining on 6 nodes → LiveKit node stuck draining on 6 nodes"),
+        "{}",
+        &dom[..dom.len().min(3000)]
+    );
+}
+
+#[test]
+fn a_long_busy_replay_gives_a_small_report_that_still_renders() {
+    // 12 hours, 30 nodes, 120 000 lines of which 40 000 signature hits.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("busy.log");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
+    let t0 = 1_764_000_000.0f64;
+    for i in 0..120_000u64 {
+        let t = t0 + i as f64 * 0.36;
+        let node = format!("ND_busy{:02}", (i / 3) % 30);
+        let line = if i % 3 == 0 {
+            format!(
+                r#"{{"level":"error","ts":{t:.3},"logger":"livekit","msg":"failed to mark as draining","nodeID":"{node}","error":"could not register node: dial tcp 10.1.2.3:6379: i/o timeout"}}"#
+            )
+        } else {
+            format!(
+                r#"{{"level":"info","ts":{t:.3},"logger":"livekit.room","msg":"participant active","nodeID":"{node}","room":"r{i}"}}"#
+            )
+        };
+        writeln!(f, "{line}").unwrap();
+    }
+    drop(f);
+    let report = dir.path().join("busy.html");
+    let out = Command::new(BIN)
+        .args(["replay", "--no-summary", "--log-level", "error", "--report"])
+        .arg(&report)
+        .arg(&log)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size = std::fs::metadata(&report).unwrap().len();
+    assert!(size < 2_000_000, "report is {size} bytes");
+    let dom = dump_dom(&format!("file://{}", report.display()), 4000);
+    assert_eq!(attrs(&dom, "g", "lane", "data-lane").len(), 31);
+    let hits = count_class_prefix(&dom, "rect", "hit");
+    // Two rules match those lines (drain failed, Redis unreachable): at most
+    // 600 buckets each per lane, however many lines.
+    assert!(hits > 60 && hits <= 2 * 30 * 601, "{hits} hit marks");
+}
+
+/// A plain HTTP GET on 127.0.0.1: (status, body).
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split(' ').nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+#[test]
+fn the_live_status_page_shows_the_incident_and_the_firing_alerts_per_node() {
+    let port = free_port();
+    let mut child = Killed(
+        Command::new(BIN)
+            .args([
+                "run",
+                "--log-level",
+                "error",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Feed the outage and keep stdin open: the process keeps serving.
+    let mut stdin = child.0.stdin.take().unwrap();
+    stdin
+        .write_all(&std::fs::read(fixture("livekit-redis-outage.log")).unwrap())
+        .unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        assert!(Instant::now() < deadline, "no status with 12 firing alerts");
+        if let Some((200, body)) = get(port, "/api/status") {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if v["firing"].as_array().map_or(0, |a| a.len()) == 12 {
+                break v;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status["incidents"].as_array().unwrap().len(), 1);
+    let (code, page) = get(port, "/").unwrap();
+    assert_eq!(code, 200);
+    assert!(page.contains("api/status"));
+
+    let dom = dump_dom(&format!("http://127.0.0.1:{port}/"), 5000);
+    let nodes = attrs(&dom, "tr", "node-row", "data-node");
+    assert_eq!(nodes.len(), 6, "{nodes:?}");
+    assert_eq!(count_class_prefix(&dom, "div", "firing-alert"), 12);
+    let cards = attrs(
+        &dom,
+        "div",
+        "card incident-card sev-critical",
+        "data-incident",
+    );
+    assert_eq!(cards.len(), 1, "one open incident card");
+    assert_eq!(
+        cards[0],
+        status["incidents"][0]["id"].as_str().unwrap(),
+        "the page shows the API's incident"
+    );
+    assert!(dom.contains("6 node(s) affected, 6 still"));
+    drop(stdin);
+}
