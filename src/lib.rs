@@ -30,8 +30,11 @@
 //!   absent, sequence), bounded per rule.
 //! - [`alert`]: pending → firing → resolved, fingerprints, evidence.
 //! - [`engine`]: the stages above as one deterministic state machine.
+//! - [`mining`]: log templates of error and warning messages (novelty).
+//! - [`incident`]: related alerts joined into incidents, with their story.
+//! - [`report`]: the replay's HTML timeline and the live status page.
 //! - [`notify`]: delivery, one lane per receiver, routes and fallbacks.
-//! - [`server`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`server`]: `/healthz`, `/readyz`, `/metrics`, the status page.
 //! - [`explain`], [`ruletest`]: `sigwatch explain` and `sigwatch test`.
 //! - [`config`]: the `sigwatch.yaml` model.
 //! - [`app`]: the assembled pipeline behind `run` and `replay`.

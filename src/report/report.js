@@ -44,6 +44,22 @@
       D.alerts.some(function (a) { return a.lane === i; });
   });
 
+  // Lanes of one incident next to each other (so its outline covers only
+  // its own), in the order the incidents started; the rest by name.
+  var rank = {};
+  D.incidents.forEach(function (inc, k) {
+    inc.alerts.forEach(function (a) {
+      var name = D.lanes[D.alerts[a].lane];
+      if (!(name in rank)) rank[name] = k;
+    });
+    inc.nodes.forEach(function (n) { if (!(n in rank)) rank[n] = k; });
+  });
+  lanes.sort(function (a, b) {
+    if (a === D.lanes[0] || b === D.lanes[0]) return a === D.lanes[0] ? -1 : 1;
+    var ra = a in rank ? rank[a] : 1e9, rb = b in rank ? rank[b] : 1e9;
+    return ra !== rb ? ra - rb : (a < b ? -1 : a > b ? 1 : 0);
+  });
+
   // Each lane: one thin row per rule with hits there, then its alert bars,
   // packed into as few rows as do not overlap.
   var HIT = 9, BAR = 10, PAD = 6;
@@ -105,13 +121,22 @@
     var ls = inc.alerts.map(function (a) { return D.alerts[a].lane; });
     inc.nodes.forEach(function (n) { var i = D.lanes.indexOf(n); if (i in top) ls.push(i); });
     if (!ls.length) return;
-    var y0 = Math.min.apply(null, ls.map(function (l) { return top[l]; }));
-    var y1 = Math.max.apply(null, ls.map(function (l) { return top[l] + layout[l].height; }));
+    // One outline per run of adjacent lanes; the first carries the id.
+    ls = ls.filter(function (l, i) { return ls.indexOf(l) === i; })
+      .sort(function (a, b) { return top[a] - top[b]; });
+    var runs = [[top[ls[0]], top[ls[0]] + layout[ls[0]].height]];
+    ls.slice(1).forEach(function (l) {
+      var last = runs[runs.length - 1];
+      if (top[l] === last[1]) last[1] += layout[l].height;
+      else runs.push([top[l], top[l] + layout[l].height]);
+    });
     var x0 = x(inc.start), x1 = x(inc.end === null ? D.duration : inc.end);
-    var r = el("rect", { "class": "incident", "data-incident": inc.id, x: x0 - 3, y: y0 + 1,
-      width: Math.max(6, x1 - x0 + 6), height: y1 - y0 - 2, rx: 4 }, incG);
-    title(r, inc.id + ": " + inc.story);
-    var lbl = el("text", { "class": "incident-label", x: x1 + 3, y: y0 + 11, "text-anchor": "end" }, incG);
+    runs.forEach(function (run, k) {
+      var r = el("rect", { "class": k === 0 ? "incident" : "incident-part", "data-incident": inc.id,
+        x: x0 - 3, y: run[0] + 1, width: Math.max(6, x1 - x0 + 6), height: run[1] - run[0] - 2, rx: 4 }, incG);
+      title(r, inc.id + ": " + inc.story);
+    });
+    var lbl = el("text", { "class": "incident-label", x: x1 + 3, y: runs[0][0] + 11, "text-anchor": "end" }, incG);
     lbl.textContent = inc.id;
   });
 
