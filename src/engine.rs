@@ -16,6 +16,7 @@ use crate::rules::{self, Detect, RuleSet};
 use crate::scan;
 use crate::source::{self, Source};
 use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
 
 /// Default allowed lateness of events behind the newest one (5 s).
 pub const DEFAULT_LATENESS_NS: i64 = 5_000_000_000;
@@ -36,6 +37,53 @@ impl Default for Options {
             live: false,
             lateness_ns: DEFAULT_LATENESS_NS,
         }
+    }
+}
+
+/// Most groups exported per cluster-wide rule and partition; hits of
+/// further groups are counted under [`OTHER_GROUP`].
+pub const MAX_EXPORTED_GROUPS: usize = 2000;
+/// The group that collects hits beyond [`MAX_EXPORTED_GROUPS`].
+pub const OTHER_GROUP: &str = "_other";
+
+/// Per-group counters of the cluster-wide rules (spread, share): their
+/// signature hits and when each group of their population was last seen,
+/// so Prometheus can evaluate them over every shard (docs/scaling.md).
+#[derive(Debug, Clone, Default)]
+pub struct Exports {
+    /// (rule, partition, group) → hits.
+    pub hits: BTreeMap<(String, String, String), u64>,
+    /// (rule, partition, group) → last seen (event time, ns).
+    pub seen: BTreeMap<(String, String, String), i64>,
+    groups: HashMap<(String, String), usize>,
+}
+
+impl Exports {
+    fn key(&mut self, rule: &str, partition: &str, group: &str) -> (String, String, String) {
+        let k = (rule.to_string(), partition.to_string(), group.to_string());
+        if self.hits.contains_key(&k) || self.seen.contains_key(&k) {
+            return k;
+        }
+        let n = self
+            .groups
+            .entry((rule.to_string(), partition.to_string()))
+            .or_default();
+        if *n >= MAX_EXPORTED_GROUPS {
+            return (k.0, k.1, OTHER_GROUP.to_string());
+        }
+        *n += 1;
+        k
+    }
+
+    fn hit(&mut self, rule: &str, partition: &str, group: &str) {
+        let k = self.key(rule, partition, group);
+        *self.hits.entry(k).or_default() += 1;
+    }
+
+    fn seen(&mut self, rule: &str, partition: &str, group: &str, t: i64) {
+        let k = self.key(rule, partition, group);
+        let e = self.seen.entry(k).or_insert(t);
+        *e = (*e).max(t);
     }
 }
 
@@ -121,6 +169,11 @@ pub struct Engine {
     novelty: Option<(usize, Watch)>,
     /// Hits kept for `replay --report` (off unless asked; bounded).
     hit_log: Option<Vec<HitRecord>>,
+    /// Per-group counters of cluster-wide rules, for `/metrics`.
+    exports: Exports,
+    /// Whether spread and share rules alert here (not when sharded: their
+    /// groups are spread over replicas; Prometheus evaluates them).
+    local_cluster_alerts: bool,
 }
 
 /// What a rule reload changed (see [`Engine::reload`]).
@@ -278,6 +331,8 @@ impl Engine {
             retired_evictions: 0,
             novelty: None,
             hit_log: None,
+            exports: Exports::default(),
+            local_cluster_alerts: true,
         })
         .map(|mut e| {
             e.novelty = novelty_rule(&e.rules).map(|(ri, spec)| (ri, Watch::new(spec)));
@@ -381,6 +436,24 @@ impl Engine {
         };
         self.rules = new;
         Ok(summary)
+    }
+
+    /// Sharded: spread and share rules count and export, but do not alert
+    /// (their groups are spread over replicas; see [`Engine::exports`]).
+    pub fn set_local_cluster_alerts(&mut self, on: bool) {
+        self.local_cluster_alerts = on;
+    }
+
+    /// Per-group counters of the spread and share rules.
+    pub fn exports(&self) -> &Exports {
+        &self.exports
+    }
+
+    fn is_cluster(&self, ri: usize) -> bool {
+        self.rules
+            .rules
+            .get(ri)
+            .is_some_and(|r| matches!(r.detect, Detect::Spread(_) | Detect::Share(_)))
     }
 
     /// Keeps every signature hit for [`Engine::take_hits`] (the replay's
@@ -650,6 +723,9 @@ impl Engine {
             };
             if let Some(part) = part {
                 self.detectors[ri].seen(&g, &part, t);
+                if let Some(rule) = self.rules.rules.get(ri) {
+                    self.exports.seen(&rule.id, &part, &g, t);
+                }
             }
         }
         let candidate = match p.prefiltered {
@@ -758,6 +834,11 @@ impl Engine {
                 };
                 self.detectors[ri].observe(&hit);
                 self.log_hit(ri, &group, event.time, &event.text);
+                if self.is_cluster(ri) {
+                    let id = &self.rules.rules[ri].id;
+                    self.exports.hit(id, &partition, &group);
+                    self.exports.seen(id, &partition, &group, event.time);
+                }
                 let now = self
                     .watermark
                     .max(event.time.min(self.max_time.unwrap_or(event.time)));
@@ -810,6 +891,9 @@ impl Engine {
     fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
+        if !self.local_cluster_alerts && self.is_cluster(ri) {
+            return;
+        }
         let rule = &self.rules.rules[ri];
         let det = self.detectors[ri].as_ref();
         self.alerts.apply(ri, rule, &self.statuses, det, now, out);
@@ -821,6 +905,9 @@ impl Engine {
     /// for the next tick (≤ 1 s of event time).
     fn evaluate_hit(&mut self, ri: usize, key: &str, now: i64, out: &mut Vec<Notification>) {
         self.statuses.clear();
+        if !self.local_cluster_alerts && self.is_cluster(ri) {
+            return;
+        }
         if self.detectors[ri].evaluate_key(key, now, &mut self.statuses) {
             let rule = &self.rules.rules[ri];
             self.alerts.apply(

@@ -79,6 +79,23 @@ enum Cmd {
         after_help = "Examples:\n  sigwatch templates incident.log --level warn\n  kubectl logs deploy/api --since=1h | sigwatch templates - --top 50\n  sigwatch templates a.log b.log --json | jq -s 'sort_by(-.count)[:5]'"
     )]
     Templates(TemplatesArgs),
+    /// Print the Prometheus rules that evaluate the cluster-wide (spread,
+    /// share) rules over the counters of every shard (`run --shard I/N`).
+    #[command(
+        name = "prometheus-rules",
+        after_help = "Examples:
+  sigwatch prometheus-rules > deploy/prometheus-rules.yaml
+  sigwatch prometheus-rules --rules my-rules/ | promtool check rules /dev/stdin
+
+See docs/scaling.md."
+    )]
+    PrometheusRules(PrometheusRulesArgs),
+}
+
+#[derive(Args)]
+struct PrometheusRulesArgs {
+    #[command(flatten)]
+    rules: RulesOptions,
 }
 
 #[derive(Args)]
@@ -176,6 +193,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.cmd {
         Cmd::Check(a) => return ExitCode::from(commands::check(&a.rules, a.literals)),
+        Cmd::PrometheusRules(a) => return ExitCode::from(commands::prometheus_rules(&a.rules)),
         Cmd::Test(a) => return ExitCode::from(commands::test(&a.rules, &a.paths)),
         Cmd::Explain(a) => return ExitCode::from(commands::explain(&a.rules, &a.only, &a.lines)),
         Cmd::Learn(a) => mine::learn(&a.rules, &a.files, &a.out).map_err(Into::into),

@@ -42,6 +42,10 @@ pub struct Snapshot {
     pub truncated_lines: u64,
     /// The status page's data (firing alerts, incidents).
     pub status: Option<serde_json::Value>,
+    /// Per-group counters of the cluster-wide rules.
+    pub exports: crate::engine::Exports,
+    /// Loki entries left to other shards.
+    pub shard_skipped: u64,
 }
 
 /// Health, readiness and metrics shared by the live loop and the server.
@@ -54,6 +58,8 @@ pub struct Telemetry {
     receivers: Mutex<Vec<ReceiverSnapshot>>,
     counters: Family<Labels, Counter>,
     gauges: Family<Labels, Gauge>,
+    hits: Family<Labels, Counter>,
+    last_seen: Family<Labels, Gauge>,
     seen: Mutex<HashMap<Labels, u64>>,
     reload_error: Mutex<Option<String>>,
     status: Mutex<String>,
@@ -88,6 +94,18 @@ impl Telemetry {
             "Gauges: alerts firing, templates known, queue depth by receiver, Loki lag seconds, whether the last rule reload succeeded, build info",
             gauges.clone(),
         );
+        let hits = Family::<Labels, Counter>::default();
+        let last_seen = Family::<Labels, Gauge>::default();
+        registry.register(
+            "signature_hits",
+            "Signature hits of the cluster-wide (spread, share) rules by rule, partition and group: summed over shards by the recording rules of deploy/prometheus-rules.yaml",
+            hits.clone(),
+        );
+        registry.register(
+            "group_last_seen_seconds",
+            "When each group of a cluster-wide rule's population last logged (event time, Unix seconds): the population the spread and share rules divide by",
+            last_seen.clone(),
+        );
         gauges
             .get_or_create(&l(&[
                 ("kind", "build_info"),
@@ -103,6 +121,8 @@ impl Telemetry {
             receivers: Mutex::new(Vec::new()),
             counters,
             gauges,
+            hits,
+            last_seen,
             seen: Mutex::new(HashMap::new()),
             reload_error: Mutex::new(None),
             status: Mutex::new(String::new()),
@@ -146,18 +166,40 @@ impl Telemetry {
 
     /// A counter that only moves forward: raises it to `value`.
     fn counter(&self, labels: Labels, value: u64) {
+        self.forward(&self.counters, labels, value);
+    }
+
+    /// Raises a counter of `family` to `value` (never down).
+    fn forward(&self, family: &Family<Labels, Counter>, labels: Labels, value: u64) {
         let Ok(mut seen) = self.seen.lock() else {
             return;
         };
-        let prev = seen.entry(labels.clone()).or_insert(0);
+        let mut key = labels.clone();
+        // The same labels in two families are two counters.
+        key.push((String::new(), format!("{:p}", family)));
+        let prev = seen.entry(key).or_insert(0);
         if value > *prev {
-            self.counters.get_or_create(&labels).inc_by(value - *prev);
+            family.get_or_create(&labels).inc_by(value - *prev);
             *prev = value;
         }
     }
 
     /// Publishes a snapshot.
     pub fn update(&self, s: &Snapshot) {
+        for ((rule, partition, group), n) in &s.exports.hits {
+            let labels = l(&[("rule", rule), ("partition", partition), ("group", group)]);
+            self.forward(&self.hits, labels, *n);
+        }
+        for ((rule, partition, group), t) in &s.exports.seen {
+            let labels = l(&[("rule", rule), ("partition", partition), ("group", group)]);
+            self.last_seen
+                .get_or_create(&labels)
+                .set(t.div_euclid(1_000_000_000));
+            // A group's hit counter exists (at 0) from its first line, so
+            // Prometheus' increase() counts its first hits too.
+            let _ = self.hits.get_or_create(&labels);
+        }
+        self.counter(l(&[("kind", "shard_skipped")]), s.shard_skipped);
         if let Some(status) = &s.status {
             if let Ok(mut st) = self.status.lock() {
                 *st = status.to_string();

@@ -16,3 +16,15 @@ pub fn count_truncated() {
 pub fn truncated_lines() -> u64 {
     TRUNCATED.load(Ordering::Relaxed)
 }
+
+static SHARD_SKIPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts entries left to other shards (`--shard I/N`).
+pub fn count_shard_skipped(n: u64) {
+    SHARD_SKIPPED.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Entries left to other shards so far.
+pub fn shard_skipped() -> u64 {
+    SHARD_SKIPPED.load(Ordering::Relaxed)
+}

@@ -679,3 +679,204 @@ async fn tail_reconnects_at_the_last_timestamp_and_backfills_drops_exactly_once(
         "the reconnect starts at the last timestamp seen"
     );
 }
+
+/// The counter `name{labels…}` summed over its label sets whose text
+/// contains every `with`, from a /metrics body.
+fn metric_sum(body: &str, name: &str, with: &[&str]) -> f64 {
+    body.lines()
+        .filter(|l| l.starts_with(name) && with.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn metrics(port: u16) -> String {
+    match reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_together_alert_exactly_like_one_process() {
+    use std::process::Stdio;
+    // The Redis outage, one Loki stream per pod (kubectl's prefix becomes
+    // the pod label), ingested in the last minutes.
+    let text = std::fs::read_to_string(format!(
+        "{}/fixtures/livekit-redis-outage.log",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let store: Shared = Default::default();
+    let now = sigwatch::clock::wall_ns();
+    let total = text.lines().count();
+    {
+        // Ingested at their own pace: the 25 minutes of the fixture end a
+        // minute ago (the outage's timing is what the rules measure).
+        let mut s = store.lock().unwrap();
+        let mut last = None;
+        let times: Vec<i64> = text
+            .lines()
+            .map(|l| {
+                let t = sigwatch::decode::peek_time(l, last).or(last).unwrap();
+                last = Some(t);
+                t
+            })
+            .collect();
+        let end = *times.iter().max().unwrap();
+        for (l, t) in text.lines().zip(times) {
+            let (prefix, body) = l.split_once("] ").unwrap();
+            let pod = prefix
+                .trim_start_matches("[pod/")
+                .split('/')
+                .next()
+                .unwrap();
+            s.entries.push((
+                labels(&[
+                    ("namespace", "livekit"),
+                    ("pod", pod),
+                    ("container", "livekit-server"),
+                ]),
+                now - 60_000_000_000 - (end - t),
+                body.to_string(),
+                BTreeMap::new(),
+            ));
+        }
+    }
+    let url = start_loki(store.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = |name: &str, shard: Option<&str>| {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let out = std::fs::File::create(dir.path().join(format!("{name}.ndjson"))).unwrap();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"));
+        cmd.args([
+            "run",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--log-level",
+            "warn",
+            "--loki",
+            &url,
+            "--query",
+            "{namespace=\"livekit\"}",
+            "--loki-lag",
+            "0s",
+            "--loki-interval",
+            "200ms",
+            "--since",
+            "40m",
+        ]);
+        if let Some(s) = shard {
+            cmd.args(["--shard", s, "--shard-by", "pod"]);
+        }
+        let child = cmd
+            .stdout(Stdio::from(out))
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        (child, port)
+    };
+    let (mut one, p1) = spawn("one", None);
+    let (mut a, pa) = spawn("a", Some("0/2"));
+    let (mut b, pb) = spawn("b", Some("1/2"));
+    // Until every line went through: all of them in the single process, and
+    // between the shards, each exactly once.
+    let lines = |body: &str| metric_sum(body, "sigwatch_events_total", &["kind=\"lines\""]);
+    let mut done = false;
+    for _ in 0..150 {
+        let (m1, ma, mb) = (metrics(p1).await, metrics(pa).await, metrics(pb).await);
+        if lines(&m1) as usize == total && (lines(&ma) + lines(&mb)) as usize == total {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        done,
+        "every line reached the single process and exactly one shard"
+    );
+    // Let the last evaluations and deliveries land, then compare.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (m1, ma, mb) = (metrics(p1).await, metrics(pa).await, metrics(pb).await);
+    for c in [&mut one, &mut a, &mut b] {
+        c.start_kill().unwrap();
+        let _ = c.wait().await;
+    }
+    let read = |name: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(dir.path().join(format!("{name}.ndjson")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let key = |n: &serde_json::Value| {
+        format!(
+            "{} {} {}",
+            n["state"].as_str().unwrap(),
+            n["rule"].as_str().unwrap(),
+            n["group"].as_str().unwrap()
+        )
+    };
+    let cluster = "livekit.redis_unreachable";
+    let single: Vec<String> = read("one").iter().map(key).collect();
+    assert!(single.iter().any(|k| k.contains(cluster)), "{single:?}");
+    let per_node = |v: &[String]| -> Vec<String> {
+        let mut v: Vec<String> = v.iter().filter(|k| !k.contains(cluster)).cloned().collect();
+        v.sort();
+        v
+    };
+    let (sa, sb): (Vec<String>, Vec<String>) = (
+        read("a").iter().map(key).collect(),
+        read("b").iter().map(key).collect(),
+    );
+    assert!(
+        !sa.is_empty() && !sb.is_empty(),
+        "both shards own nodes: {sa:?} {sb:?}"
+    );
+    // Per-node alerts: the shards' together are exactly the single's, none twice.
+    let mut both: Vec<String> = sa.iter().chain(&sb).cloned().collect();
+    both.sort();
+    let mut dedup = both.clone();
+    dedup.dedup();
+    assert_eq!(both, dedup, "an alert came from both shards");
+    assert_eq!(per_node(&both), per_node(&single));
+    assert_eq!(per_node(&single).len(), 12, "{single:?}");
+    // The cluster-wide rule does not alert in a shard; its per-group
+    // counters, summed over shards, are the single process's — what
+    // deploy/prometheus-rules.yaml alerts on.
+    assert!(!both.iter().any(|k| k.contains(cluster)), "{both:?}");
+    let hits = |body: &str, group: &str| {
+        metric_sum(
+            body,
+            "sigwatch_signature_hits_total",
+            &[
+                &format!("rule=\"{cluster}\""),
+                &format!("group=\"{group}\""),
+            ],
+        )
+    };
+    let groups: BTreeSet<String> = m1
+        .lines()
+        .filter(|l| l.starts_with("sigwatch_signature_hits_total") && l.contains(cluster))
+        .filter_map(|l| {
+            l.split("group=\"")
+                .nth(1)?
+                .split('"')
+                .next()
+                .map(str::to_string)
+        })
+        .collect();
+    // Every group of the population has a series (0 until its first hit);
+    // the six nodes have hits.
+    let hit_groups = groups.iter().filter(|g| hits(&m1, g) > 0.0).count();
+    assert_eq!(hit_groups, 6, "{groups:?}");
+    for g in &groups {
+        assert_eq!(hits(&ma, g) + hits(&mb, g), hits(&m1, g), "{g}");
+    }
+    let skipped =
+        |body: &str| metric_sum(body, "sigwatch_events_total", &["kind=\"shard_skipped\""]);
+    assert_eq!((skipped(&ma) + skipped(&mb)) as usize, total);
+}

@@ -197,3 +197,25 @@ pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
         1
     }
 }
+
+/// `sigwatch prometheus-rules`: the Prometheus rules that evaluate the
+/// spread and share rules over every shard (docs/scaling.md), on stdout.
+pub fn prometheus_rules(rules: &RulesOptions) -> u8 {
+    let set = match load_rules(rules) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    match crate::rules::prometheus::rules_file(&set) {
+        Some(text) => {
+            print!("{text}");
+            0
+        }
+        None => {
+            eprintln!("sigwatch: these rules have no spread or share rule: nothing for Prometheus to evaluate");
+            1
+        }
+    }
+}

@@ -57,6 +57,14 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
     // Before anything else: a SIGHUP must never kill us (its default action).
     let reloads = reload_triggers(&p.rules, a.watch_rules);
     let mut engine = build_engine(&p, true)?;
+    if let Some(shard) = a.shard().filter(|s| s.is_split()) {
+        engine.set_local_cluster_alerts(false);
+        tracing::info!(
+            shard = shard.index,
+            of = shard.count,
+            "Sharded: this replica takes its share of the Loki streams; spread and share rules are exported to /metrics for Prometheus, not alerted here."
+        );
+    }
     if let Some(dir) = &a.state_dir {
         let state = load_state(dir)?;
         let adopted = engine.restore(state);
@@ -295,6 +303,8 @@ async fn drive(
                     loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
                     truncated_lines: crate::stats::truncated_lines(),
                     status: Some(d.board.status(&d.incidents, &telemetry.source())),
+                    exports: engine.exports().clone(),
+                    shard_skipped: crate::stats::shard_skipped(),
                 });
             },
             _ = &mut shutdown => {

@@ -10,6 +10,7 @@ use crate::source::file;
 use crate::source::loki::poll::Poller;
 use crate::source::loki::tail::run_tail;
 use crate::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
+use crate::source::shard::Shard;
 use crate::source::Source;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -76,6 +77,27 @@ pub struct SourceOptions {
     /// invalid set is rejected and the running one kept.
     #[arg(long)]
     pub watch_rules: bool,
+    /// Take only this replica's share of the Loki streams: I/N (from 0),
+    /// by a stable hash of the stream labels, so one node's lines always
+    /// reach one replica. Cluster-wide rules (spread, share) then alert
+    /// from Prometheus, over every shard's exported counters
+    /// (docs/scaling.md).
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    pub shard: Option<Shard>,
+    /// Stream labels hashed for --shard (repeatable; default every label).
+    /// Name the labels that identify a node, e.g. pod.
+    #[arg(long, value_name = "LABEL", requires = "shard")]
+    pub shard_by: Vec<String>,
+}
+
+impl SourceOptions {
+    /// The shard with its labels, when sharding.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard.clone().map(|s| Shard {
+            by: self.shard_by.clone(),
+            ..s
+        })
+    }
 }
 
 impl Default for SourceOptions {
@@ -97,6 +119,8 @@ impl Default for SourceOptions {
             listen: "127.0.0.1:9464".into(),
             files: Vec::new(),
             watch_rules: false,
+            shard: None,
+            shard_by: Vec::new(),
         }
     }
 }
@@ -278,12 +302,25 @@ pub fn start(
     tx: &tokio::sync::mpsc::Sender<Input>,
 ) -> Result<BTreeMap<String, i64>, AppError> {
     let mut cursors = BTreeMap::new();
+    if a.shard.is_some() && a.loki.is_none() {
+        return Err(AppError::Setup(
+            "--shard splits Loki streams between replicas: it needs --loki (a file-reading DaemonSet is sharded by its nodes already)".into(),
+        ));
+    }
     if let Some(url) = &a.loki {
         let (mut lrx, c) = start_loki(a, url)?;
         cursors = c;
         let tx = tx.clone();
+        let shard = a.shard().filter(Shard::is_split);
         tokio::spawn(async move {
-            while let Some(b) = lrx.recv().await {
+            while let Some(mut b) = lrx.recv().await {
+                if let Some(shard) = &shard {
+                    // Other replicas take these; the cursor still moves
+                    // past them.
+                    let before = b.entries.len();
+                    b.entries.retain(|e| shard.owns(&e.labels));
+                    crate::stats::count_shard_skipped((before - b.entries.len()) as u64);
+                }
                 let (block, sources) = loki_block(&b);
                 let hints = slot.get().scan(&block.data);
                 let input = Input::Loki {

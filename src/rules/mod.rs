@@ -6,6 +6,7 @@
 
 pub mod duration;
 pub mod model;
+pub mod prometheus;
 pub mod template;
 
 use crate::decode::payload::Level;

@@ -7,6 +7,7 @@ pub mod block;
 pub mod file;
 pub mod loki;
 pub mod replay;
+pub mod shard;
 pub mod stdin;
 
 /// Where lines come from: a name (`stdin`, a file path, a Loki stream) and
