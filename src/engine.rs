@@ -15,8 +15,8 @@ use crate::mining::{
 use crate::rules::{self, Detect, RuleSet};
 use crate::scan;
 use crate::source::{self, Source};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
 
 /// Default allowed lateness of events behind the newest one (5 s).
 pub const DEFAULT_LATENESS_NS: i64 = 5_000_000_000;
@@ -49,41 +49,89 @@ pub const OTHER_GROUP: &str = "_other";
 /// Per-group counters of the cluster-wide rules (spread, share): their
 /// signature hits and when each group of their population was last seen,
 /// so Prometheus can evaluate them over every shard (docs/scaling.md).
+/// Looked up by `&str` on every hit and population sighting: nothing is
+/// allocated once a group is known.
 #[derive(Debug, Clone, Default)]
 pub struct Exports {
-    /// (rule, partition, group) → hits.
-    pub hits: BTreeMap<(String, String, String), u64>,
-    /// (rule, partition, group) → last seen (event time, ns).
-    pub seen: BTreeMap<(String, String, String), i64>,
-    groups: HashMap<(String, String), usize>,
+    /// rule → partition → group → counts.
+    rules: FxHashMap<String, FxHashMap<String, FxHashMap<String, Counts>>>,
+    /// Never read: where a lookup that cannot fail would write if it did.
+    spare: Counts,
+}
+
+/// What is exported of one group.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counts {
+    /// Signature hits.
+    pub hits: u64,
+    /// Last seen (event time, ns).
+    pub seen: i64,
 }
 
 impl Exports {
-    fn key(&mut self, rule: &str, partition: &str, group: &str) -> (String, String, String) {
-        let k = (rule.to_string(), partition.to_string(), group.to_string());
-        if self.hits.contains_key(&k) || self.seen.contains_key(&k) {
-            return k;
+    fn slot(&mut self, rule: &str, partition: &str, group: &str) -> &mut Counts {
+        // contains_key then get_mut: a known key allocates nothing.
+        if !self.rules.contains_key(rule) {
+            self.rules.insert(rule.to_string(), FxHashMap::default());
         }
-        let n = self
-            .groups
-            .entry((rule.to_string(), partition.to_string()))
-            .or_default();
-        if *n >= MAX_EXPORTED_GROUPS {
-            return (k.0, k.1, OTHER_GROUP.to_string());
+        let Some(parts) = self.rules.get_mut(rule) else {
+            return &mut self.spare;
+        };
+        if !parts.contains_key(partition) {
+            parts.insert(partition.to_string(), FxHashMap::default());
         }
-        *n += 1;
-        k
+        let Some(groups) = parts.get_mut(partition) else {
+            return &mut self.spare;
+        };
+        let group = if groups.contains_key(group) || groups.len() < MAX_EXPORTED_GROUPS {
+            group
+        } else {
+            OTHER_GROUP
+        };
+        if !groups.contains_key(group) {
+            groups.insert(
+                group.to_string(),
+                Counts {
+                    hits: 0,
+                    seen: i64::MIN,
+                },
+            );
+        }
+        match groups.get_mut(group) {
+            Some(c) => c,
+            None => &mut self.spare,
+        }
     }
 
     fn hit(&mut self, rule: &str, partition: &str, group: &str) {
-        let k = self.key(rule, partition, group);
-        *self.hits.entry(k).or_default() += 1;
+        self.slot(rule, partition, group).hits += 1;
     }
 
     fn seen(&mut self, rule: &str, partition: &str, group: &str, t: i64) {
-        let k = self.key(rule, partition, group);
-        let e = self.seen.entry(k).or_insert(t);
-        *e = (*e).max(t);
+        let c = self.slot(rule, partition, group);
+        c.seen = c.seen.max(t);
+    }
+
+    /// Every (rule, partition, group) with its counts, sorted.
+    pub fn series(&self) -> Vec<((&str, &str, &str), Counts)> {
+        let mut v: Vec<((&str, &str, &str), Counts)> = self
+            .rules
+            .iter()
+            .flat_map(|(r, parts)| {
+                parts.iter().flat_map(move |(p, groups)| {
+                    groups
+                        .iter()
+                        .map(move |(g, c)| ((r.as_str(), p.as_str(), g.as_str()), *c))
+                })
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// The counts of one group.
+    pub fn get(&self, rule: &str, partition: &str, group: &str) -> Option<Counts> {
+        self.rules.get(rule)?.get(partition)?.get(group).copied()
     }
 }
 
@@ -444,9 +492,24 @@ impl Engine {
         self.local_cluster_alerts = on;
     }
 
-    /// Per-group counters of the spread and share rules.
-    pub fn exports(&self) -> &Exports {
-        &self.exports
+    /// Per-group counters of the spread and share rules: hits as counted,
+    /// last sightings read from their populations (nothing on the hot path).
+    pub fn exports(&self) -> Exports {
+        let mut e = self.exports.clone();
+        let mut seen = Vec::new();
+        for (ri, r) in self.rules.rules.iter().enumerate() {
+            if !self.is_cluster(ri) {
+                continue;
+            }
+            seen.clear();
+            if let Some(d) = self.detectors.get(ri) {
+                d.population(&mut seen);
+            }
+            for (partition, group, t) in &seen {
+                e.seen(&r.id, partition, group, *t);
+            }
+        }
+        e
     }
 
     fn is_cluster(&self, ri: usize) -> bool {
@@ -723,9 +786,6 @@ impl Engine {
             };
             if let Some(part) = part {
                 self.detectors[ri].seen(&g, &part, t);
-                if let Some(rule) = self.rules.rules.get(ri) {
-                    self.exports.seen(&rule.id, &part, &g, t);
-                }
             }
         }
         let candidate = match p.prefiltered {
@@ -837,7 +897,6 @@ impl Engine {
                 if self.is_cluster(ri) {
                     let id = &self.rules.rules[ri].id;
                     self.exports.hit(id, &partition, &group);
-                    self.exports.seen(id, &partition, &group, event.time);
                 }
                 let now = self
                     .watermark

@@ -186,18 +186,17 @@ impl Telemetry {
 
     /// Publishes a snapshot.
     pub fn update(&self, s: &Snapshot) {
-        for ((rule, partition, group), n) in &s.exports.hits {
+        for ((rule, partition, group), c) in s.exports.series() {
             let labels = l(&[("rule", rule), ("partition", partition), ("group", group)]);
-            self.forward(&self.hits, labels, *n);
-        }
-        for ((rule, partition, group), t) in &s.exports.seen {
-            let labels = l(&[("rule", rule), ("partition", partition), ("group", group)]);
-            self.last_seen
-                .get_or_create(&labels)
-                .set(t.div_euclid(1_000_000_000));
+            if c.seen != i64::MIN {
+                self.last_seen
+                    .get_or_create(&labels)
+                    .set(c.seen.div_euclid(1_000_000_000));
+            }
             // A group's hit counter exists (at 0) from its first line, so
             // Prometheus' increase() counts its first hits too.
             let _ = self.hits.get_or_create(&labels);
+            self.forward(&self.hits, labels, c.hits);
         }
         self.counter(l(&[("kind", "shard_skipped")]), s.shard_skipped);
         if let Some(status) = &s.status {

@@ -336,7 +336,7 @@ fn exported_series(fixture: &str, rule: &str) -> (Vec<(String, String)>, i64, St
         if let Some(w) = engine.watermark() {
             let start = *t0.get_or_insert(w.div_euclid(STEP) * STEP);
             while start + STEP * samples.len() as i64 <= w {
-                samples.push(engine.exports().clone());
+                samples.push(engine.exports());
             }
         }
         for n in out.drain(..) {
@@ -353,21 +353,18 @@ fn exported_series(fixture: &str, rule: &str) -> (Vec<(String, String)>, i64, St
     let (fired_at, group) = fired.expect("sigwatch fires the rule on its fixture");
     let last = samples.last().cloned().unwrap();
     let mut series = Vec::new();
-    for key in last.seen.keys().filter(|k| k.0 == rule) {
-        let labels = format!(
-            "{{rule=\"{}\",partition=\"{}\",group=\"{}\",instance=\"shard-0\"}}",
-            key.0, key.1, key.2
-        );
+    for ((r, p, g), _) in last.series().into_iter().filter(|k| k.0 .0 == rule) {
+        let labels =
+            format!("{{rule=\"{r}\",partition=\"{p}\",group=\"{g}\",instance=\"shard-0\"}}");
         let hits: Vec<String> = samples
             .iter()
-            .map(|s| s.hits.get(key).copied().unwrap_or(0).to_string())
+            .map(|s| s.get(r, p, g).map_or(0, |c| c.hits).to_string())
             .collect();
         let seen: Vec<String> = samples
             .iter()
-            .map(|s| {
-                s.seen
-                    .get(key)
-                    .map_or("_".to_string(), |t| ((t - t0) / 1_000_000_000).to_string())
+            .map(|s| match s.get(r, p, g) {
+                Some(c) if c.seen != i64::MIN => ((c.seen - t0) / 1_000_000_000).to_string(),
+                _ => "_".to_string(),
             })
             .collect();
         series.push((

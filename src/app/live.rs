@@ -303,7 +303,7 @@ async fn drive(
                     loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
                     truncated_lines: crate::stats::truncated_lines(),
                     status: Some(d.board.status(&d.incidents, &telemetry.source())),
-                    exports: engine.exports().clone(),
+                    exports: engine.exports(),
                     shard_skipped: crate::stats::shard_skipped(),
                 });
             },

@@ -129,6 +129,8 @@ pub trait Detector: Send {
     fn reset(&mut self, key: &str);
     /// Groups evicted because of `max_groups`.
     fn evicted(&self) -> u64;
+    /// The population, as (partition, group, last seen): spread and share.
+    fn population(&self, _out: &mut Vec<(String, String, i64)>) {}
 }
 
 /// Builds the detector of a rule.
@@ -301,6 +303,10 @@ impl Population {
     /// Evictions.
     pub fn evicted(&self) -> u64 {
         self.seen.evicted()
+    }
+    /// Each group and when it last logged.
+    pub fn last_seen(&self) -> impl Iterator<Item = (&String, i64)> {
+        self.seen.iter().map(|(g, t)| (g, *t))
     }
 }
 

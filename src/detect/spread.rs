@@ -185,6 +185,16 @@ impl Detector for Spread {
         self.parts.remove(key);
     }
 
+    fn population(&self, out: &mut Vec<(String, String, i64)>) {
+        for (name, p) in &self.parts {
+            out.extend(
+                p.population
+                    .last_seen()
+                    .map(|(g, t)| (name.clone(), g.clone(), t)),
+            );
+        }
+    }
+
     fn evicted(&self) -> u64 {
         self.evicted_parts
             + self
