@@ -137,3 +137,61 @@ impl Receiver for Slack {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::{ChainLink, IncidentEvent, IncidentInfo};
+
+    #[test]
+    fn an_incident_message_shows_its_chain_and_the_nodes_still_affected() {
+        let link = |rule: &str, group: &str, state| ChainLink {
+            rule: rule.into(),
+            title: rule.into(),
+            severity: "critical".into(),
+            group: group.into(),
+            state,
+            starts_at: "2025-07-01T12:10:03.520Z".into(),
+            ends_at: None,
+            summary: format!("{rule} on {group}"),
+            fingerprint: "f".into(),
+        };
+        let n = Notification {
+            state: AlertState::Firing,
+            rule: "incident".into(),
+            title: "Redis unreachable".into(),
+            severity: "critical".into(),
+            group: "inc-0001".into(),
+            labels: Default::default(),
+            annotations: [("summary".to_string(), "Redis → drain".to_string())].into(),
+            starts_at: "2025-07-01T12:10:03.520Z".into(),
+            ends_at: None,
+            count: 2,
+            first_seen: None,
+            last_seen: None,
+            top_groups: vec![],
+            share: None,
+            samples: vec![],
+            template: None,
+            fingerprint: "fp".into(),
+            repeat: false,
+            incident: Some(IncidentInfo {
+                id: "inc-0001".into(),
+                event: IncidentEvent::Updated,
+                root: "redis".into(),
+                chain: vec![
+                    link("redis", "cluster", AlertState::Resolved),
+                    link("drain_failed", "ND_a", AlertState::Firing),
+                ],
+                nodes: vec!["ND_a".into()],
+                affected: vec!["ND_a".into()],
+                omitted: 0,
+            }),
+        };
+        let text = message(&n).to_string();
+        assert!(text.contains("Incident inc-0001 updated"), "{text}");
+        assert!(text.contains("still affected: ND_a"), "{text}");
+        assert!(text.contains(":white_circle: `cluster`"), "{text}");
+        assert!(text.contains(":red_circle: `ND_a`"), "{text}");
+    }
+}
