@@ -19,7 +19,7 @@ use crate::alert::{
     fingerprint, AlertState, ChainLink, IncidentEvent, IncidentInfo, Notification, TopGroup,
 };
 use crate::decode::time::{format_rfc3339, parse_rfc3339};
-use crate::rules::{Detect, RuleSet};
+use crate::rules::RuleSet;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -383,10 +383,7 @@ impl Incidents {
                     RuleLinks {
                         caused_by: r.caused_by.clone(),
                         incident: r.incident.clone(),
-                        cluster: matches!(
-                            r.detect,
-                            Detect::Spread(_) | Detect::Share(_) | Detect::Novelty(_)
-                        ),
+                        cluster: r.detect.speaks_for_many(),
                     },
                 )
             })
@@ -451,8 +448,13 @@ impl Incidents {
         }
     }
 
-    fn links(&self, rule: &str) -> RuleLinks {
-        self.links.get(rule).cloned().unwrap_or_default()
+    fn links(&self, rule: &str) -> &RuleLinks {
+        static NONE: RuleLinks = RuleLinks {
+            caused_by: Vec::new(),
+            incident: None,
+            cluster: false,
+        };
+        self.links.get(rule).unwrap_or(&NONE)
     }
 
     fn member(&self, n: &Notification, t: i64) -> Member {

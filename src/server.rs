@@ -21,6 +21,13 @@ use std::sync::{Arc, Mutex};
 
 type Labels = Vec<(String, String)>;
 
+/// The counter families whose values the live loop publishes as totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Fam {
+    Events,
+    Hits,
+}
+
 /// How long the live loop may go without a heartbeat before liveness fails
 /// (it beats at least once a second, idle or not).
 pub const STALL_NS: i64 = 30_000_000_000;
@@ -60,7 +67,8 @@ pub struct Telemetry {
     gauges: Family<Labels, Gauge>,
     hits: Family<Labels, Counter>,
     last_seen: Family<Labels, Gauge>,
-    seen: Mutex<HashMap<Labels, u64>>,
+    /// The value each counter was last raised to, by (family, labels).
+    seen: Mutex<HashMap<(Fam, Labels), u64>>,
     reload_error: Mutex<Option<String>>,
     status: Mutex<String>,
 }
@@ -166,18 +174,19 @@ impl Telemetry {
 
     /// A counter that only moves forward: raises it to `value`.
     fn counter(&self, labels: Labels, value: u64) {
-        self.forward(&self.counters, labels, value);
+        self.forward(Fam::Events, labels, value);
     }
 
-    /// Raises a counter of `family` to `value` (never down).
-    fn forward(&self, family: &Family<Labels, Counter>, labels: Labels, value: u64) {
+    /// Raises a counter of family `fam` to `value` (never down).
+    fn forward(&self, fam: Fam, labels: Labels, value: u64) {
         let Ok(mut seen) = self.seen.lock() else {
             return;
         };
-        let mut key = labels.clone();
-        // The same labels in two families are two counters.
-        key.push((String::new(), format!("{:p}", family)));
-        let prev = seen.entry(key).or_insert(0);
+        let family = match fam {
+            Fam::Events => &self.counters,
+            Fam::Hits => &self.hits,
+        };
+        let prev = seen.entry((fam, labels.clone())).or_insert(0);
         if value > *prev {
             family.get_or_create(&labels).inc_by(value - *prev);
             *prev = value;
@@ -196,7 +205,7 @@ impl Telemetry {
             // A group's hit counter exists (at 0) from its first line, so
             // Prometheus' increase() counts its first hits too.
             let _ = self.hits.get_or_create(&labels);
-            self.forward(&self.hits, labels, c.hits);
+            self.forward(Fam::Hits, labels, c.hits);
         }
         self.counter(l(&[("kind", "shard_skipped")]), s.shard_skipped);
         if let Some(status) = &s.status {

@@ -256,26 +256,13 @@ async fn an_unreachable_instance_does_not_block_the_others() {
     assert_eq!(active_alerts(&am.url).await.len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binary_pages_through_alertmanager() {
-    let (hook, _) = start_hook().await;
-    let am = start_alertmanager(&hook).await;
-    let fixture = format!(
-        "{}/fixtures/egress-black-hole.log",
-        env!("CARGO_MANIFEST_DIR")
-    );
+/// `sigwatch replay --alertmanager URL ARGS…`, which must succeed.
+async fn replay_into(url: &str, args: &[&str]) -> std::process::Output {
     let out = tokio::time::timeout(
         Duration::from_secs(60),
         tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
-            .args([
-                "replay",
-                "--log-level",
-                "warn",
-                "--no-stdout",
-                "--alertmanager",
-                &am.url,
-                &fixture,
-            ])
+            .args(["replay", "--log-level", "warn", "--alertmanager", url])
+            .args(args)
             .output(),
     )
     .await
@@ -286,6 +273,18 @@ async fn the_binary_pages_through_alertmanager() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_pages_through_alertmanager() {
+    let (hook, _) = start_hook().await;
+    let am = start_alertmanager(&hook).await;
+    let fixture = format!(
+        "{}/fixtures/egress-black-hole.log",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    replay_into(&am.url, &["--no-stdout", &fixture]).await;
     let mut got: Vec<String> = active_alerts(&am.url)
         .await
         .iter()
@@ -319,29 +318,7 @@ async fn grouped_incidents_page_once_through_alertmanager_grouping() {
         "{}/fixtures/livekit-redis-outage.log",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
-            .args([
-                "replay",
-                "--log-level",
-                "warn",
-                "--no-summary",
-                "--group-incidents",
-                "--alertmanager",
-                &am.url,
-                &fixture,
-            ])
-            .output(),
-    )
-    .await
-    .expect("replay finished")
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = replay_into(&am.url, &["--no-summary", "--group-incidents", &fixture]).await;
     // stdout took the incident-level notifications: one incident.
     let stdout: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -32,11 +32,9 @@ impl Keys {
     }
 }
 
-static LEVEL_KEYS: LazyLock<Keys> =
-    LazyLock::new(|| Keys::new(&["level", "severity", "lvl", "PRIORITY"]));
+static LEVEL_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(payload::LEVEL_KEYS));
 static TYPE_KEY: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["type"]));
-static MESSAGE_KEYS: LazyLock<Keys> =
-    LazyLock::new(|| Keys::new(&["msg", "message", "MESSAGE", "log"]));
+static MESSAGE_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(payload::MSG_KEYS));
 /// Field names whose value details an error message.
 static ERROR_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["error", "err", "exception"]));
 

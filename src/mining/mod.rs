@@ -298,17 +298,8 @@ impl Miner {
             h.finish()
         };
         if let Some(&id) = self.cache.get(&key) {
-            if let Some(t) = self.templates.get_mut(&id) {
-                let previous = Some(t.last_seen);
-                t.count += 1;
-                t.last_seen = t.last_seen.max(time);
-                t.levels.add(level);
-                self.lru.promote(&id);
-                return Sighting {
-                    id,
-                    created: false,
-                    previous,
-                };
+            if let Some(s) = self.seen_again(id, time, level) {
+                return s;
             }
         }
         let tokens = tokenize(message);
@@ -318,6 +309,21 @@ impl Miner {
         }
         self.cache.insert(key, sighting.id);
         sighting
+    }
+
+    /// Counts another line of known template `id`.
+    fn seen_again(&mut self, id: u64, time: i64, level: Option<Level>) -> Option<Sighting> {
+        let t = self.templates.get_mut(&id)?;
+        let previous = Some(t.last_seen);
+        t.count += 1;
+        t.last_seen = t.last_seen.max(time);
+        t.levels.add(level);
+        self.lru.promote(&id);
+        Some(Sighting {
+            id,
+            created: false,
+            previous,
+        })
     }
 
     /// The template a message would join, without learning anything.
@@ -343,16 +349,9 @@ impl Miner {
                         *have = generalise(have, new);
                     }
                 }
-                let previous = Some(t.last_seen);
-                t.count += 1;
-                t.last_seen = t.last_seen.max(time);
-                t.levels.add(level);
-                self.lru.promote(&id);
-                return Sighting {
-                    id,
-                    created: false,
-                    previous,
-                };
+            }
+            if let Some(s) = self.seen_again(id, time, level) {
+                return s;
             }
         }
         let node = self.descend(&path);

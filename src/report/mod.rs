@@ -14,7 +14,7 @@ use crate::alert::{AlertState, Notification};
 use crate::decode::time::{format_rfc3339, parse_rfc3339};
 use crate::engine::HitRecord;
 use crate::incident::Incidents;
-use crate::rules::{Detect, RuleSet};
+use crate::rules::RuleSet;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -111,10 +111,7 @@ impl Recorder {
                 id: r.id.clone(),
                 title: r.title.clone(),
                 severity: r.severity.as_str().to_string(),
-                cluster: matches!(
-                    r.detect,
-                    Detect::Spread(_) | Detect::Share(_) | Detect::Novelty(_)
-                ),
+                cluster: r.detect.speaks_for_many(),
             })
             .collect();
         let mut r = Recorder {

@@ -166,6 +166,16 @@ impl Detect {
         }
     }
 
+    /// Whether its alerts speak for many groups (their top groups) rather
+    /// than for their key: spread, share and novelty — the cluster lane of
+    /// the report, the nodes of an incident.
+    pub fn speaks_for_many(&self) -> bool {
+        matches!(
+            self,
+            Detect::Spread(_) | Detect::Share(_) | Detect::Novelty(_)
+        )
+    }
+
     /// The natural time scale of the detector, used as the default
     /// `resolve_after`.
     pub fn window(&self) -> Dur {

@@ -9,19 +9,29 @@ use crate::decode::quick::read_quoted;
 use crate::decode::time::{self, parse_clock, with_inferred_year};
 use serde_json::Value;
 
-/// `May 01 12:00:40 node-a kubelet[1187]: rest` (journalctl short output).
-pub(super) fn decode_syslog(t: &str, reference: Option<i64>) -> Option<Payload> {
+/// The stamp of a journal line (`May 01 12:00:40 …`), its year inferred
+/// from `reference` (default: now): (time, the reference used, the rest).
+fn syslog_stamp(t: &str, reference: Option<i64>) -> Option<(Option<i64>, i64, &str)> {
     let month = time::month_from_abbrev(t.get(..3)?)?;
     let rest = t.get(4..)?.trim_start();
     let (day, rest) = rest.split_once(' ')?;
     let day: u32 = day.parse().ok()?;
     let (clock, rest) = rest.split_once(' ')?;
     let clock = parse_clock(clock)?;
+    let reference = reference.unwrap_or_else(crate::clock::wall_ns);
+    Some((
+        with_inferred_year(reference, month, day, clock),
+        reference,
+        rest,
+    ))
+}
+
+/// `May 01 12:00:40 node-a kubelet[1187]: rest` (journalctl short output).
+pub(super) fn decode_syslog(t: &str, reference: Option<i64>) -> Option<Payload> {
+    let (time, reference, rest) = syslog_stamp(t, reference)?;
     let (host, rest) = rest.split_once(' ')?;
     let (prog, inner) = rest.split_once(": ")?;
     let program = prog.split('[').next().unwrap_or(prog);
-    let reference = reference.unwrap_or_else(crate::clock::wall_ns);
-    let time = with_inferred_year(reference, month, day, clock);
     let mut p = decode(inner, time.or(Some(reference)));
     if p.format == Format::Plain && !p.malformed {
         p.time = None;
@@ -81,14 +91,7 @@ pub(super) fn decode_klog(t: &str, reference: Option<i64>) -> Option<Payload> {
 /// The time of a journal line (`May 01 12:00:40 host prog[pid]: …`),
 /// preferring an inner klog stamp, without decoding the body.
 pub(super) fn syslog_time(t: &str, reference: Option<i64>) -> Option<i64> {
-    let month = time::month_from_abbrev(t.get(..3)?)?;
-    let rest = t.get(4..)?.trim_start();
-    let (day, rest) = rest.split_once(' ')?;
-    let day: u32 = day.parse().ok()?;
-    let (clock, rest) = rest.split_once(' ')?;
-    let clock = parse_clock(clock)?;
-    let reference = reference.unwrap_or_else(crate::clock::wall_ns);
-    let outer = with_inferred_year(reference, month, day, clock);
+    let (outer, reference, rest) = syslog_stamp(t, reference)?;
     let b = rest.as_bytes();
     let inner = memchr::memchr_iter(b':', b)
         .find(|&i| b.get(i + 1) == Some(&b' '))
