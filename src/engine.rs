@@ -203,6 +203,9 @@ pub struct Engine {
     opts: Options,
     min_time: i64,
     max_time: Option<i64>,
+    /// The latest time of lines without one of their own, while no line
+    /// had one (an input without times is evaluated at its end).
+    untimed_at: Option<i64>,
     watermark: i64,
     last_tick: i64,
     statuses: Vec<Status>,
@@ -370,6 +373,7 @@ impl Engine {
             opts,
             min_time: i64::MAX,
             max_time: None,
+            untimed_at: None,
             watermark: i64::MIN,
             last_tick: i64::MIN,
             statuses: Vec::new(),
@@ -750,13 +754,25 @@ impl Engine {
 
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
         let mut t = p.time;
-        self.min_time = self.min_time.min(t);
-        let max = self.max_time.map_or(t, |m| m.max(t));
-        self.max_time = Some(max);
-        self.watermark = self.watermark.max(max - self.opts.lateness_ns);
-        if t < self.watermark {
-            self.stats.late += 1;
-            t = self.watermark;
+        let timed = p.time_from.moves_clocks();
+        if timed {
+            self.min_time = self.min_time.min(t);
+            let max = self.max_time.map_or(t, |m| m.max(t));
+            self.max_time = Some(max);
+            self.watermark = self.watermark.max(max - self.opts.lateness_ns);
+            if t < self.watermark {
+                self.stats.late += 1;
+                t = self.watermark;
+            }
+        } else if let Some(max) = self.max_time {
+            // A line without a time of its own stands at its stream's
+            // previous time, within the window already open: it moves no
+            // clock and is never late.
+            t = t.min(max).max(self.watermark);
+        } else {
+            // No line had a time yet: evaluated at the end (all at one
+            // instant) if none ever does.
+            self.untimed_at = Some(self.untimed_at.map_or(t, |u| u.max(t)));
         }
         // Population: every event's group key, for spread and share. Each
         // compiled key is resolved at most once per line, whatever the
@@ -820,7 +836,8 @@ impl Engine {
             let ri = *ri;
             // Most lines are not at a mined level: ask before mining.
             let level = self.decoder.level(p).filter(|l| w.mines(*l));
-            if let Some(novel) = level.and_then(|l| w.observe(Some(l), &p.text, p.format, t)) {
+            if let Some(novel) = level.and_then(|l| w.observe(Some(l), &p.text, p.format, t, timed))
+            {
                 self.route_novel(ri, &novel, p, t, out);
             }
         }
@@ -1009,7 +1026,7 @@ impl Engine {
             let src = Source::named("partial");
             self.push_line(&src, &text, None, out);
         }
-        if let Some(m) = self.max_time {
+        if let Some(m) = self.max_time.or(self.untimed_at) {
             self.watermark = self.watermark.max(m);
             self.tick(self.watermark, out);
         }

@@ -331,7 +331,11 @@ fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>)
         {
             Some(p) => p,
             None => {
-                sources.push(Source { name, labels });
+                sources.push(Source {
+                    name,
+                    labels,
+                    modified: None,
+                });
                 sources.len() - 1
             }
         };
@@ -382,7 +386,7 @@ fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>)
         }
         for (forced, text) in texts {
             let key = forced
-                .or_else(|| crate::decode::peek_time(&text, Some(prev)))
+                .or_else(|| crate::decode::peek_time(&text, Some(prev), None))
                 .unwrap_or(prev);
             prev = key;
             fed.push(Fed {

@@ -295,6 +295,7 @@ fn loki_entries_with_their_own_times_and_newlines_agree() {
         .map(|i| Source {
             name: format!("{{pod=\"lk-{i}\"}}"),
             labels: vec![("pod".into(), format!("lk-{i}"))],
+            modified: None,
         })
         .collect();
     let mut a = engine();

@@ -448,7 +448,7 @@ async fn alerts_from_loki_equal_replay_and_name_nodes_from_labels() {
             let (pod, rest) = l.split_once(' ').unwrap();
             let (_, body) = rest.split_once(' ').unwrap();
             // Entry time: the line's own time (console or JSON), as a shipper stamps it.
-            let ts = sigwatch::decode::peek_time(body, None)
+            let ts = sigwatch::decode::peek_time(body, None, None)
                 .unwrap_or(last)
                 .max(last);
             last = ts;
@@ -481,6 +481,7 @@ async fn alerts_from_loki_equal_replay_and_name_nodes_from_labels() {
             let src = Source {
                 name: e.stream_name(),
                 labels: e.labels.clone(),
+                modified: None,
             };
             replay.push_line_at(&src, &e.line, e.ts, &mut want);
         }
@@ -496,6 +497,7 @@ async fn alerts_from_loki_equal_replay_and_name_nodes_from_labels() {
         let src = Source {
             name: e.stream_name(),
             labels: e.labels.clone(),
+            modified: None,
         };
         live.push_line_at(&src, &e.line, e.ts, &mut got);
     }
@@ -717,7 +719,7 @@ async fn two_shards_together_alert_exactly_like_one_process() {
         let times: Vec<i64> = text
             .lines()
             .map(|l| {
-                let t = sigwatch::decode::peek_time(l, last).or(last).unwrap();
+                let t = sigwatch::decode::peek_time(l, last, None).or(last).unwrap();
                 last = Some(t);
                 t
             })

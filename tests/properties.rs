@@ -63,7 +63,7 @@ proptest! {
         let _ = payload::quick_time(&line, None);
         let _ = sigwatch::decode::quick::quick_get(&line, "nodeID");
         let _ = sigwatch::decode::quick::quick_get_path(&line, "involvedObject.name");
-        let _ = peek_time(&line, Some(0));
+        let _ = peek_time(&line, Some(0), None);
         let mut d = Decoder::with_group_keys(&KeyConfig::default(), false, &["node".into(), "pod".into(), "workload".into()]);
         for part in line.split('\n') {
             if let Some(p) = d.prepare(&Source::named("s"), part, None) {

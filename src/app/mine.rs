@@ -75,7 +75,13 @@ pub fn learn(rules: &RulesOptions, files: &[String], out: &Path) -> Result<(), A
     spec.learn_for = i64::MAX;
     let mut watch = Watch::new(&spec);
     let lines = each_line(files, &set.keys, |d, p| {
-        watch.observe(d.level(p), &p.text, p.format, p.time);
+        watch.observe(
+            d.level(p),
+            &p.text,
+            p.format,
+            p.time,
+            p.time_from.moves_clocks(),
+        );
     })?;
     let mut state = watch.state();
     state.learn_until = None;

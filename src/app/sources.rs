@@ -238,7 +238,11 @@ fn loki_block(batch: &Batch) -> (Block, Vec<Source>) {
         let i = *index
             .entry((name.clone(), labels.clone()))
             .or_insert_with(|| {
-                sources.push(Source { name, labels });
+                sources.push(Source {
+                    name,
+                    labels,
+                    modified: None,
+                });
                 sources.len() - 1
             });
         refs.push((i, e.line.as_str(), e.ts));

@@ -1,11 +1,13 @@
 //! The level and the message of a line, for template mining (novelty and
 //! `sigwatch templates`). The level is read on every line, so it is cheap:
-//! a JSON or logfmt key, the zap console or klog header, or a level word
-//! near the start of plain text. The message is read only for lines whose
-//! level is mined, so it may decode the payload fully.
+//! a JSON or logfmt key, or the header's level word ([`super::header`],
+//! the same reader the full decoder uses). The message is read only for
+//! lines whose level is mined, so it may decode the payload fully.
 
+use super::header;
 use super::payload::{self, Level};
 use super::quick::quick_get_by;
+use super::severity;
 use memchr::memmem::Finder;
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -38,36 +40,6 @@ static MESSAGE_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(payload::MSG_KE
 /// Field names whose value details an error message.
 static ERROR_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["error", "err", "exception"]));
 
-/// Level words of plain text (Log4j, Python logging, HDFS, ZooKeeper,
-/// nginx), upper case or bracketed.
-const WORDS: &[(&str, Level)] = &[
-    ("TRACE", Level::Debug),
-    ("DEBUG", Level::Debug),
-    ("INFO", Level::Info),
-    ("NOTICE", Level::Info),
-    ("WARN", Level::Warn),
-    ("WARNING", Level::Warn),
-    ("ERROR", Level::Error),
-    ("SEVERE", Level::Error),
-    ("FATAL", Level::Fatal),
-    ("PANIC", Level::Fatal),
-    ("CRITICAL", Level::Fatal),
-    ("CRIT", Level::Fatal),
-];
-
-/// Leading tokens of plain text searched for a level word.
-const HEADER_TOKENS: usize = 6;
-
-/// Starts of plain lines that are errors whatever their header says: Go
-/// panics and runtime failures, Python tracebacks, Java's uncaught
-/// exceptions.
-const ERROR_STARTS: &[(&str, Level)] = &[
-    ("panic: ", Level::Fatal),
-    ("fatal error: ", Level::Fatal),
-    ("Traceback (most recent call last)", Level::Error),
-    ("Exception in thread ", Level::Error),
-];
-
 /// The level of a payload whose format [`payload::sniff`] named `format`,
 /// without a decoder (the pipeline reads the level keys from the scan it
 /// already made: [`super::Decoder::level`]).
@@ -93,38 +65,19 @@ pub fn quick_level(text: &str, format: &str) -> Option<Level> {
     match format {
         "json" | "logfmt" => LEVEL_KEYS
             .get(text)
-            .and_then(|v| level_value(&v))
-            // Kubernetes events: type Warning (Normal is no level).
-            .or_else(|| TYPE_KEY.get(text).and_then(|v| Level::parse(&v))),
-        _ => header_level(text, format),
+            .and_then(|v| severity::value(&v))
+            // Kubernetes events: type Warning or Normal.
+            .or_else(|| TYPE_KEY.get(text).and_then(|v| event_type(&v))),
+        _ => header::read(text.trim_start(), None).level,
     }
 }
 
-/// The level in the header of a console, klog or plain line.
-pub fn header_level(text: &str, format: &str) -> Option<Level> {
-    match format {
-        "console" => {
-            // The second field: `2024-05-01T12:00:00.000Z\tERROR\t…`.
-            let b = text.as_bytes();
-            let sep = |c: &u8| *c == b'\t' || *c == b' ';
-            let start = b.iter().position(sep)?;
-            let from = start + b[start..].iter().position(|c| !sep(c))?;
-            let len = b[from..].iter().position(sep).unwrap_or(b.len() - from);
-            Level::parse(text.get(from..from + len)?)
-        }
-        "klog" => klog_level(text.trim_start()),
-        "json" | "logfmt" => None,
-        "syslog" => {
-            // The program's own text after `host prog[pid]: ` (kubelet
-            // writes klog there).
-            let b = text.as_bytes();
-            let inner = memchr::memchr_iter(b':', b)
-                .find(|&i| b.get(i + 1) == Some(&b' '))
-                .and_then(|i| text.get(i + 2..))
-                .unwrap_or(text);
-            klog_level(inner).or_else(|| plain_level(inner).map(|(l, _)| l))
-        }
-        _ => plain_level(text).map(|(l, _)| l),
+/// A Kubernetes event's `type` as a level (`Warning`, `Normal`).
+pub fn event_type(v: &str) -> Option<Level> {
+    match v {
+        "Warning" => Some(Level::Warn),
+        "Normal" => Some(Level::Info),
+        _ => None,
     }
 }
 
@@ -143,90 +96,9 @@ fn logfmt_level(text: &str) -> Option<Level> {
                 .iter()
                 .position(|c| *c == b' ' || *c == b'"')
                 .unwrap_or(v.len());
-            return Level::parse(std::str::from_utf8(&v[..end]).ok()?);
+            return severity::value(std::str::from_utf8(&v[..end]).ok()?);
         }
         i += memchr::memchr(b' ', rest)? + 1;
-    }
-    None
-}
-
-/// A klog header's level letter: `E0501 12:00:40.118204 …`.
-fn klog_level(t: &str) -> Option<Level> {
-    let b = t.as_bytes();
-    let klog = b.len() > 6
-        && matches!(b[0], b'I' | b'W' | b'E' | b'F')
-        && b[1..5].iter().all(u8::is_ascii_digit)
-        && b[5] == b' ';
-    if klog {
-        Level::parse(&t[..1])
-    } else {
-        None
-    }
-}
-
-/// A level value: a name, or pino's and bunyan's numbers (10 trace … 60
-/// fatal).
-pub fn level_value(v: &str) -> Option<Level> {
-    if let Some(l) = Level::parse(v) {
-        return Some(l);
-    }
-    let n: u32 = v.trim().parse().ok()?;
-    Some(match n {
-        10..=29 => Level::Debug,
-        30..=39 => Level::Info,
-        40..=49 => Level::Warn,
-        50..=59 => Level::Error,
-        60.. => Level::Fatal,
-        _ => return None,
-    })
-}
-
-/// A level word among the first tokens of plain text, and the byte offset
-/// just after it (where the message starts).
-fn plain_level(text: &str) -> Option<(Level, usize)> {
-    let t = text.trim_start();
-    let lead = text.len() - t.len();
-    for (start, l) in ERROR_STARTS {
-        if t.starts_with(start) {
-            return Some((*l, lead));
-        }
-    }
-    let b = text.as_bytes();
-    let mut i = lead;
-    for _ in 0..HEADER_TOKENS {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let start = i;
-        while i < b.len() && !b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if start == i {
-            break;
-        }
-        // Level words are short and start with a capital or a bracket:
-        // skip anything else without a look.
-        let first = b[start];
-        if i - start > 12 || !(first.is_ascii_uppercase() || first == b'[' || first == b'<') {
-            continue;
-        }
-        let tok = &text[start..i];
-        let bracketed = tok.len() > 2
-            && ((tok.starts_with('[') && tok.trim_end_matches(':').ends_with(']'))
-                || (tok.starts_with('<') && tok.ends_with('>')));
-        let word = tok.trim_matches(|c: char| matches!(c, '[' | ']' | '<' | '>' | ':' | '|'));
-        let found = WORDS.iter().find(|(w, _)| {
-            if w.len() != word.len() {
-                false
-            } else if bracketed {
-                w.eq_ignore_ascii_case(word)
-            } else {
-                *w == word
-            }
-        });
-        if let Some((_, l)) = found {
-            return Some((*l, i));
-        }
     }
     None
 }
@@ -240,15 +112,6 @@ const MAX_MESSAGE: usize = 1024;
 /// (a Python traceback's last line). None when there is no message.
 pub fn mining_message(text: &str, format: &str, reference: Option<i64>) -> Option<String> {
     let mut msg = match format {
-        "plain" | "golog" | "syslog" => {
-            let pl = payload::decode(text, reference);
-            match plain_level(&pl.message) {
-                Some((_, at)) => pl.message[at..]
-                    .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '-' | ':' | '|'))
-                    .to_string(),
-                None => pl.message,
-            }
-        }
         // The cheap path: the message and error keys found in the text,
         // unless the message is itself an envelope.
         "json" | "logfmt" => match MESSAGE_KEYS.get(text) {
@@ -326,9 +189,10 @@ mod tests {
             ),
             Some(Level::Warn)
         );
+        // The decoder reads `Normal` as info: one reader, one answer.
         assert_eq!(
             level(r#"{"kind":"Event","type":"Normal","reason":"Started"}"#),
-            None
+            Some(Level::Info)
         );
         assert_eq!(
             level("time=2024-05-01T12:00:00Z level=warn msg=x"),
@@ -379,7 +243,7 @@ mod tests {
         );
         assert_eq!(
             message("2015-07-29 17:41:44,747 - WARN  [QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:Learner@233] - Unexpected exception").as_deref(),
-            Some("[QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:Learner@233] - Unexpected exception")
+            Some("Unexpected exception")
         );
         assert_eq!(
             message("Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\nValueError: bad value 7").as_deref(),

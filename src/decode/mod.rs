@@ -9,11 +9,13 @@
 
 pub mod context;
 mod event;
+pub mod header;
 pub mod keys;
 pub mod level;
 mod multiline;
 pub mod payload;
 pub mod quick;
+pub mod severity;
 mod stats;
 mod stream;
 pub mod time;
@@ -22,7 +24,9 @@ pub mod wrapper;
 pub use context::{KeyConfig, WORKLOAD_KEY};
 use event::label;
 pub use event::{resolve_key, workload_of, Event, Labels};
+use header::{Header, Reference};
 pub use multiline::MAX_BLOCK_LINES;
+use payload::Level;
 pub use stats::{DecodeStats, FormatCounts};
 
 use crate::source::Source;
@@ -84,6 +88,64 @@ pub struct Prepared<'a> {
     /// The payload's format as sniffed from its first bytes (see
     /// [`payload::sniff`]).
     pub format: &'static str,
+    /// The level its header gave (None for JSON and logfmt, whose level
+    /// keys [`Decoder::level`] reads when asked).
+    pub level: Option<Level>,
+    /// Where the event time came from.
+    pub time_from: TimeFrom,
+}
+
+/// Where a line's event time came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeFrom {
+    /// The transport (a Loki entry's timestamp).
+    Transport,
+    /// The line itself: a time field or its header's stamp.
+    Line,
+    /// Its wrapper: CRI, Docker, `kubectl`/`stern --timestamps`.
+    Wrapper,
+    /// None of its own: its stream's (or the input's) previous time.
+    Previous,
+    /// None of its own nor before it: the arrival time (live).
+    Arrival,
+    /// None of its own nor before it: the file's modification time
+    /// (replay).
+    Modified,
+    /// No time at all (the Unix epoch stands in).
+    None,
+}
+
+impl TimeFrom {
+    /// Whether the line had a time of its own (or of its wrapper or
+    /// transport): only such times move clocks (windows, watermark,
+    /// learning periods); in live mode the arrival time is a clock too.
+    pub fn is_own(self) -> bool {
+        matches!(
+            self,
+            TimeFrom::Transport | TimeFrom::Line | TimeFrom::Wrapper
+        )
+    }
+
+    /// Whether this time may move event time forward: a time of the line's
+    /// own, or the arrival time.
+    pub fn moves_clocks(self) -> bool {
+        self.is_own() || self == TimeFrom::Arrival
+    }
+
+    /// How `explain` says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TimeFrom::Transport => "from the transport (Loki's entry timestamp)",
+            TimeFrom::Line => "from the line's own timestamp",
+            TimeFrom::Wrapper => "from the wrapper's timestamp",
+            TimeFrom::Previous => "none in the line: the stream's previous time (moves no clock)",
+            TimeFrom::Arrival => "none in the line: the arrival time",
+            TimeFrom::Modified => {
+                "none in the line nor before it: the file's modification time (moves no clock)"
+            }
+            TimeFrom::None => "none in the line nor before it (moves no clock)",
+        }
+    }
 }
 
 /// The decoder: unwrapping, stream context, time resolution.
@@ -109,6 +171,10 @@ pub struct Decoder {
     afters_possible: bool,
     /// Event time imposed by the transport for the current line.
     forced_time: Option<i64>,
+    /// The header of the current line (plain text formats).
+    header: Header,
+    /// Where the current line's time came from.
+    time_from: TimeFrom,
     /// Spans of the fields found on the last prepared line.
     spans: Vec<Option<keys::Span>>,
     time_slots: Vec<usize>,
@@ -148,6 +214,8 @@ impl Decoder {
             full_scanned: false,
             afters_possible: true,
             forced_time: None,
+            header: Header::default(),
+            time_from: TimeFrom::None,
             spans: Vec::new(),
             time_slots: Vec::new(),
             sticky_slots: Vec::new(),
@@ -413,7 +481,21 @@ impl Decoder {
             }
         };
         let text = self.reassemble_block(sid, text)?;
-        let format = payload::sniff(&text);
+        let reference = self.reference(sid, wrapper_time, arrival, source);
+        // `kubectl logs --timestamps` and `stern --timestamps` put a stamp
+        // before a line that has its own: a wrapper like CRI's.
+        let (text, wrapper_time) = match (wrapped, self.peel_stamp(&text, reference)) {
+            (false, Some((t, at))) => {
+                self.stats.formats.stamped += 1;
+                let rest = match text {
+                    Cow::Borrowed(b) => Cow::Borrowed(&b[at..]),
+                    Cow::Owned(o) => Cow::Owned(o[at..].to_string()),
+                };
+                (rest, t.or(wrapper_time))
+            }
+            _ => (text, wrapper_time),
+        };
+        let format = self.read_header(&text, reference);
         self.stats.formats.add(format);
         // The block scan's findings apply when the text is a slice of the
         // raw line (no colour codes removed, no unescaping, no joining).
@@ -443,7 +525,7 @@ impl Decoder {
                 self.full_scanned = true;
             }
         }
-        let time = self.update_stream(sid, &text, wrapper_time, arrival);
+        let time = self.update_stream(sid, &text, wrapper_time, arrival, source, format);
         Some(Prepared {
             text,
             wrapper_time,
@@ -451,14 +533,67 @@ impl Decoder {
             time,
             prefiltered,
             format,
+            level: self.header.level,
+            time_from: self.time_from,
         })
     }
 
-    /// The level of the line last prepared: its level key (JSON, logfmt),
-    /// its header (zap console, klog) or a level word near the start of
-    /// plain text (see [`level`]).
+    /// The reference that completes the current line's stamps without a
+    /// year or a date: a neighbouring time (its wrapper's, its stream's
+    /// previous one, the input's latest), else a bound (the arrival time,
+    /// the file's modification time).
+    fn reference(
+        &self,
+        sid: usize,
+        wrapper_time: Option<i64>,
+        arrival: Option<i64>,
+        source: &Source,
+    ) -> Reference {
+        if let Some(t) = self.forced_time {
+            return Reference::Near(t);
+        }
+        let stream = self.slab.get(sid).and_then(|s| s.last_time);
+        match wrapper_time.or(stream).or(self.last_time) {
+            Some(t) => Reference::Near(t),
+            None => match arrival.or(source.modified) {
+                Some(t) => Reference::Bound(t),
+                None => Reference::None,
+            },
+        }
+    }
+
+    /// A leading stamp to peel off as a wrapper: one followed by a single
+    /// space and a line that is structured or has a time of its own. Its
+    /// time and where the rest starts.
+    fn peel_stamp(&self, text: &str, reference: Reference) -> Option<(Option<i64>, usize)> {
+        let (time, at) = header::leading_stamp(text, reference)?;
+        let rest = &text[at..];
+        let structured = matches!(
+            payload::structured_kind(rest),
+            Some("json" | "logfmt" | "console")
+        );
+        (structured || header::read_at(rest, reference).time.is_some()).then_some((time, at))
+    }
+
+    /// Reads the current line's header (unless it is JSON or logfmt) and
+    /// names its format.
+    fn read_header(&mut self, text: &str, reference: Reference) -> &'static str {
+        let kind = payload::structured_kind(text);
+        self.header = match kind {
+            Some("json" | "logfmt") => Header::default(),
+            _ => header::read_at(text.trim_start(), reference),
+        };
+        kind.unwrap_or_else(|| payload::header_kind(&self.header))
+    }
+
+    /// The level of a prepared line: its level key (JSON, logfmt) or its
+    /// header's level word (see [`header`]) — the level rules,
+    /// `explain`, templates and novelty all see.
     pub fn level(&self, p: &Prepared<'_>) -> Option<payload::Level> {
-        level::quick_level(&p.text, p.format)
+        match p.format {
+            "json" | "logfmt" => level::quick_level(&p.text, p.format),
+            _ => p.level,
+        }
     }
 
     /// The span of small-scanner slot `i` on the current line.
@@ -477,16 +612,15 @@ impl Decoder {
         text: &str,
         wrapper_time: Option<i64>,
         arrival: Option<i64>,
+        source: &Source,
+        format: &str,
     ) -> i64 {
         let global = self.last_time;
         let live = self.live;
         if sid >= self.slab.len() {
+            self.time_from = TimeFrom::None;
             return global.or(arrival).unwrap_or(0);
         }
-        let reference = wrapper_time
-            .or(self.slab[sid].last_time)
-            .or(global)
-            .or(arrival);
         if !self.full_scanned {
             self.small.scan(text, &mut self.small_spans);
         }
@@ -495,15 +629,15 @@ impl Decoder {
                 .iter()
                 .find_map(|slot| time::parse_any(&d.small_span(*slot)?.value(text)?))
         };
-        let json = text.trim_start().starts_with('{');
+        let keyed = matches!(format, "json" | "logfmt");
         let mut own = if let Some(t) = self.forced_time {
             Some(t)
-        } else if json {
+        } else if keyed {
             small_time(self)
         } else {
-            payload::header_time(text.trim_start(), reference).or_else(|| small_time(self))
+            self.header.time.or_else(|| small_time(self))
         };
-        if own.is_none() && (json || memchr::memchr(b'=', text.as_bytes()).is_some()) {
+        if own.is_none() && (keyed || memchr::memchr(b'=', text.as_bytes()).is_some()) {
             // Rarer time keys (journald's µs, events' lastTimestamp…).
             self.ensure_full_scan(text);
             own = self.time_slots.iter().enumerate().find_map(|(n, slot)| {
@@ -523,17 +657,29 @@ impl Decoder {
         }
         let wrapper_time = wrapper_time.filter(sane);
         let st_last = self.slab[sid].last_time;
-        let time = match own.or(wrapper_time).or(st_last).or(global) {
-            Some(t) => t,
-            None => {
-                self.stats.untimed += 1;
-                if live {
-                    arrival.unwrap_or(0)
-                } else {
-                    0
-                }
-            }
+        let (time, from) = if let Some(t) = own {
+            let from = if self.forced_time.is_some() {
+                TimeFrom::Transport
+            } else {
+                TimeFrom::Line
+            };
+            (t, from)
+        } else if let Some(t) = wrapper_time {
+            (t, TimeFrom::Wrapper)
+        } else if let Some(t) = st_last.or(global) {
+            (t, TimeFrom::Previous)
+        } else if let (true, Some(a)) = (live, arrival) {
+            (a, TimeFrom::Arrival)
+        } else if let (false, Some(m)) = (live, source.modified) {
+            (m, TimeFrom::Modified)
+        } else {
+            (0, TimeFrom::None)
         };
+        if !from.is_own() {
+            // Counted one by one: a line without a time of its own.
+            self.stats.untimed += 1;
+        }
+        self.time_from = from;
         self.slab[sid].last_time = Some(time);
         for i in 0..self.sticky_slots.len() {
             let slot = self.sticky_slots[i].0;
@@ -577,7 +723,9 @@ impl Decoder {
                 }
             }
         }
-        self.last_time = Some(global.map_or(time, |g| g.max(time)));
+        if from.moves_clocks() {
+            self.last_time = Some(global.map_or(time, |g| g.max(time)));
+        }
         time
     }
 
@@ -620,15 +768,30 @@ impl Decoder {
 
 /// Estimates a raw line's event time without touching any stream state:
 /// the payload's own time, else its wrapper's. Used to merge several files
-/// by time; `reference` completes stamps that have no year.
-pub fn peek_time(raw: &str, reference: Option<i64>) -> Option<i64> {
+/// by time; `near` (the previous line's time) or else `bound` (the file's
+/// modification time) completes stamps that have no year.
+pub fn peek_time(raw: &str, near: Option<i64>, bound: Option<i64>) -> Option<i64> {
+    let reference = match (near, bound) {
+        (Some(t), _) => Reference::Near(t),
+        (None, Some(b)) => Reference::Bound(b),
+        (None, None) => Reference::None,
+    };
     let rest = match wrapper::kubectl_prefix(raw) {
         Some((_, r)) => r,
         None => wrapper::stern_prefix(raw).map_or(raw, |(_, r)| r),
     };
     match wrapper::cri(rest).or_else(|| wrapper::docker(rest)) {
-        Some(u) => payload::quick_time(&u.content, u.time.or(reference)).or(u.time),
-        None => payload::quick_time(rest, reference),
+        Some(u) => {
+            let r = u.time.map_or(reference, Reference::Near);
+            payload::quick_time_at(&u.content, r).or(u.time)
+        }
+        None => match header::leading_stamp(rest, reference) {
+            Some((t, at)) => {
+                let r = t.map_or(reference, Reference::Near);
+                payload::quick_time_at(&rest[at..], r).or(t)
+            }
+            None => payload::quick_time_at(rest, reference),
+        },
     }
 }
 

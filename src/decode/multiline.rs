@@ -93,8 +93,10 @@ impl Decoder {
         let (sid, text) = self.queued.pop_front()?;
         self.full_scanned = false;
         self.afters_possible = true;
-        let time = self.update_stream(sid, &text, None, arrival);
-        let format = super::payload::sniff(&text);
+        let source = crate::source::Source::named("");
+        let reference = self.reference(sid, None, arrival, &source);
+        let format = self.read_header(&text, reference);
+        let time = self.update_stream(sid, &text, None, arrival, &source, format);
         Some(Prepared {
             text: Cow::Owned(text),
             wrapper_time: None,
@@ -102,6 +104,8 @@ impl Decoder {
             time,
             prefiltered: None,
             format,
+            level: self.header.level,
+            time_from: self.time_from,
         })
     }
 }

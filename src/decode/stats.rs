@@ -14,7 +14,9 @@ pub struct DecodeStats {
     pub malformed: u64,
     /// Streams forgotten because more than [`super::MAX_STREAMS`] were active.
     pub streams_evicted: u64,
-    /// Lines whose time came from no clock of their own or their stream.
+    /// Lines without a time of their own (nor their wrapper's): each took
+    /// its stream's previous time (live: the arrival time; replay, when
+    /// nothing came before: the file's modification time).
     pub untimed: u64,
     /// Streams found to mix producers (sticky inheritance turned off).
     pub multiplexed_streams: u64,
@@ -39,6 +41,9 @@ pub struct FormatCounts {
     pub docker: u64,
     /// `kubectl logs --prefix` or stern prefix.
     pub prefixed: u64,
+    /// Behind a leading timestamp (`kubectl logs --timestamps`, `stern
+    /// --timestamps`).
+    pub stamped: u64,
     /// JSON objects (incl. shipper envelopes and Kubernetes events).
     pub json: u64,
     /// zap console.
@@ -49,6 +54,8 @@ pub struct FormatCounts {
     pub klog: u64,
     /// Go `log` prefix.
     pub golog: u64,
+    /// Text behind a header that was read (a stamp, a level).
+    pub text: u64,
     /// logfmt.
     pub logfmt: u64,
     /// Anything else.
@@ -63,6 +70,7 @@ impl FormatCounts {
             "syslog" => self.syslog += 1,
             "klog" => self.klog += 1,
             "golog" => self.golog += 1,
+            "text" => self.text += 1,
             "logfmt" => self.logfmt += 1,
             _ => self.plain += 1,
         }
@@ -74,11 +82,13 @@ impl FormatCounts {
             ("cri", self.cri),
             ("docker", self.docker),
             ("prefixed", self.prefixed),
+            ("stamped", self.stamped),
             ("json", self.json),
             ("console", self.console),
             ("syslog", self.syslog),
             ("klog", self.klog),
             ("golog", self.golog),
+            ("text", self.text),
             ("logfmt", self.logfmt),
             ("plain", self.plain),
         ]

@@ -300,22 +300,63 @@ pub fn month_from_abbrev(s: &str) -> Option<u32> {
     M.iter().position(|m| *m == s).map(|i| i as u32 + 1)
 }
 
-/// Resolves a stamp without a year against a reference time: the year of the
-/// reference, moved back one year if that would put the stamp more than a
-/// day in the reference's future (December logs read in January).
+/// Resolves a stamp without a year against a reference time (a nearby
+/// line's time, the file's modification time, or the arrival time): the
+/// year that puts the stamp at most 30 days after and at most 335 days
+/// before the reference. December lines read against a January
+/// reference go back a year; a January line after a December one goes
+/// forward.
 pub fn with_inferred_year(
     reference: i64,
     month: u32,
     day: u32,
     clock: (u32, u32, u32, u32),
 ) -> Option<i64> {
+    const DAY: i64 = 86_400 * NS;
     let y = year_of(reference);
-    let t = from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3)?;
-    if t > reference + 86_400 * NS {
-        from_parts(y - 1, month, day, clock.0, clock.1, clock.2, clock.3)
+    let at = |y: i32| from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3);
+    // 29 February exists in some years only: try the neighbours.
+    let t = at(y).or_else(|| at(y - 1)).or_else(|| at(y + 1))?;
+    if t > reference.saturating_add(30 * DAY) {
+        at(year_of(t) - 1).or(Some(t))
+    } else if t <= reference.saturating_sub(335 * DAY) {
+        at(year_of(t) + 1).or(Some(t))
     } else {
         Some(t)
     }
+}
+
+/// Resolves a stamp without a year against the time of a neighbouring
+/// line: the year that puts the stamp nearest to it (a January line after
+/// a December one is in the next year).
+pub fn with_nearest_year(
+    reference: i64,
+    month: u32,
+    day: u32,
+    clock: (u32, u32, u32, u32),
+) -> Option<i64> {
+    let y = year_of(reference);
+    [y - 1, y, y + 1]
+        .into_iter()
+        .filter_map(|y| from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3))
+        .min_by_key(|t| (t - reference).unsigned_abs())
+}
+
+/// Resolves a time of day without a date against a reference: the
+/// reference's day, or the day before or after when that is nearer (a
+/// line just after midnight read against one just before).
+pub fn with_inferred_date(reference: i64, clock: (u32, u32, u32, u32)) -> Option<i64> {
+    const DAY: i64 = 86_400 * NS;
+    let day_start = reference.div_euclid(DAY) * DAY;
+    let tod = i64::from(clock.0) * 3600 + i64::from(clock.1) * 60 + i64::from(clock.2);
+    if clock.0 > 23 || clock.1 > 59 || clock.2 > 59 || clock.3 >= 1_000_000_000 {
+        return None;
+    }
+    let t = day_start + tod * NS + i64::from(clock.3);
+    let best = [t - DAY, t, t + DAY]
+        .into_iter()
+        .min_by_key(|c| (c - reference).unsigned_abs())?;
+    Some(best)
 }
 
 #[cfg(test)]
@@ -442,9 +483,31 @@ mod tests {
     }
 
     #[test]
-    fn inferred_year_rolls_back_over_new_year() {
+    fn inferred_year_rolls_over_new_year_both_ways() {
         let jan2 = parse_rfc3339("2025-01-02T00:00:00Z").unwrap();
         let t = with_inferred_year(jan2, 12, 31, (23, 59, 0, 0)).unwrap();
         assert_eq!(format_rfc3339(t), "2024-12-31T23:59:00.000Z");
+        // A January line after a December one (the previous line's time
+        // is the reference) is in the next year.
+        let dec31 = parse_rfc3339("2024-12-31T23:59:58Z").unwrap();
+        let t = with_inferred_year(dec31, 1, 1, (0, 0, 1, 0)).unwrap();
+        assert_eq!(format_rfc3339(t), "2025-01-01T00:00:01.000Z");
+        // A file modified in November holds lines from February.
+        let nov = parse_rfc3339("2024-11-30T12:00:00Z").unwrap();
+        let t = with_inferred_year(nov, 2, 1, (8, 0, 0, 0)).unwrap();
+        assert_eq!(format_rfc3339(t), "2024-02-01T08:00:00.000Z");
+        // 29 February in a leap year, against a reference in the next one.
+        let mar = parse_rfc3339("2025-03-01T00:00:00Z").unwrap();
+        let t = with_inferred_year(mar, 2, 29, (1, 0, 0, 0)).unwrap();
+        assert_eq!(format_rfc3339(t), "2024-02-29T01:00:00.000Z");
+    }
+
+    #[test]
+    fn a_time_of_day_takes_the_nearest_date() {
+        let r = parse_rfc3339("2024-05-07T23:59:59Z").unwrap();
+        let t = with_inferred_date(r, (0, 0, 2, 0)).unwrap();
+        assert_eq!(format_rfc3339(t), "2024-05-08T00:00:02.000Z");
+        let t = with_inferred_date(r, (23, 0, 0, 500_000_000)).unwrap();
+        assert_eq!(format_rfc3339(t), "2024-05-07T23:00:00.500Z");
     }
 }

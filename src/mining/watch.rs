@@ -125,13 +125,15 @@ impl Watch {
 
     /// Mines one payload at `level` (its format as sniffed) at event time
     /// `time`; returns what to report when its template is new at a paging
-    /// level.
+    /// level. `timed`: the time is the line's own; an inherited one (a line
+    /// without a time) never starts or moves the learning period.
     pub fn observe(
         &mut self,
         level: Option<Level>,
         text: &str,
         format: &str,
         time: i64,
+        timed: bool,
     ) -> Option<Novel> {
         let level = level?;
         if !self.spec.levels.contains(&level) {
@@ -148,10 +150,15 @@ impl Watch {
             return None;
         }
         self.stats.mined += 1;
-        self.latest = self.latest.max(time);
-        let learn_until = *self
-            .learn_until
-            .get_or_insert(time.saturating_add(self.spec.learn_for));
+        let learn_until = if timed {
+            self.latest = self.latest.max(time);
+            *self
+                .learn_until
+                .get_or_insert(time.saturating_add(self.spec.learn_for))
+        } else {
+            // Before any timed line, an untimed one is learned.
+            self.learn_until.unwrap_or(i64::MAX)
+        };
         let before = self.miner.evicted();
         let s = self.miner.add(&message, time, Some(level));
         if self.miner.evicted() != before {
@@ -255,7 +262,7 @@ mod tests {
     fn see(w: &mut Watch, t: i64, level: &str, msg: &str) -> Option<String> {
         let text = line(level, msg);
         let l = crate::decode::level::quick_level(&text, "json");
-        w.observe(l, &text, "json", t * S).map(|n| n.template)
+        w.observe(l, &text, "json", t * S, true).map(|n| n.template)
     }
 
     #[test]

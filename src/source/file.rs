@@ -131,7 +131,11 @@ fn source_for(path: &Path) -> Source {
     if let Some(f) = path.file_name().and_then(|f| f.to_str()) {
         labels.push(("file".to_string(), f.to_string()));
     }
-    Source { name, labels }
+    Source {
+        name,
+        labels,
+        modified: None,
+    }
 }
 
 fn file_id(meta: &std::fs::Metadata) -> FileId {

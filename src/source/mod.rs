@@ -19,6 +19,10 @@ pub struct Source {
     pub name: String,
     /// Labels every line of this source carries.
     pub labels: Vec<(String, String)>,
+    /// The file's modification time (ns), for replay: it completes stamps
+    /// without a year when no line before gives one, and stands in for
+    /// the time of lines that have none (they move no clock).
+    pub modified: Option<i64>,
 }
 
 impl Source {
@@ -27,8 +31,16 @@ impl Source {
         Source {
             name: name.to_string(),
             labels: Vec::new(),
+            modified: None,
         }
     }
+}
+
+/// A file's modification time (ns since the epoch), if it can be read.
+pub fn modified_ns(meta: &std::fs::Metadata) -> Option<i64> {
+    let m = meta.modified().ok()?;
+    let d = m.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_nanos()).ok()
 }
 
 /// Default longest line kept; the rest of a longer line is discarded and

@@ -9,11 +9,12 @@ use super::block::{Block, BlockSource, ReadBlocks, ReadError, BLOCK_BYTES};
 use super::stdin::{LineReader, ReadStats};
 use super::Source;
 
-/// Estimates a raw line's event time (`reference`: the previous line's, to
-/// complete stamps without a year); the merge orders lines by it. The
-/// decoder provides one ([`crate::decode::peek_time`]): reading a time is
+/// Estimates a raw line's event time; the merge orders lines by it. The
+/// two references complete stamps without a year: the previous line's
+/// time of that input, else the file's modification time. The decoder
+/// provides one ([`crate::decode::peek_time`]): reading a time is
 /// decoding, not reading.
-pub type TimeOf = fn(&str, Option<i64>) -> Option<i64>;
+pub type TimeOf = fn(&str, Option<i64>, Option<i64>) -> Option<i64>;
 use std::io::{self, BufRead};
 
 struct Input {
@@ -64,7 +65,9 @@ impl Input {
             source: e,
         })?;
         self.next = line.map(|l| {
-            let t = time_of(&l, self.last).or(self.last).unwrap_or(i64::MIN);
+            let t = time_of(&l, self.last, self.source.modified)
+                .or(self.last)
+                .unwrap_or(i64::MIN);
             if t != i64::MIN {
                 self.last = Some(t);
             }
@@ -76,7 +79,9 @@ impl Input {
 
 /// The source of a replayed file (`-`: stdin): named by its path, with
 /// its file name as the `file` label, the last-resort identity of its
-/// lines' node.
+/// lines' node, and its modification time. Standard input redirected from
+/// a file has that file's; a pipe has none, and the time replay starts
+/// stands in for it (the lines are being written now).
 pub fn source_for(f: &str) -> Source {
     let mut source = Source::named(if f == "-" { "stdin" } else { f });
     if f != "-" {
@@ -86,8 +91,29 @@ pub fn source_for(f: &str) -> Source {
         source
             .labels
             .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
+        source.modified = std::fs::metadata(f)
+            .ok()
+            .as_ref()
+            .and_then(super::modified_ns);
+    } else {
+        source.modified = stdin_modified();
     }
     source
+}
+
+/// Standard input's modification time: its file's when redirected from
+/// one, else now.
+fn stdin_modified() -> Option<i64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata("/dev/stdin") {
+            if meta.is_file() {
+                return super::modified_ns(&meta).or(Some(meta.mtime() * 1_000_000_000));
+            }
+        }
+    }
+    Some(crate::clock::wall_ns())
 }
 
 /// Replay input ready to be read in blocks.

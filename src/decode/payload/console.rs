@@ -15,6 +15,26 @@ pub(super) fn is_caller(s: &str) -> bool {
     })
 }
 
+/// Whether a line starts like zap's console encoder: an RFC 3339 stamp
+/// with a `T`, then a tab or spaces and an upper-case level.
+pub(super) fn looks_like_console(b: &[u8]) -> bool {
+    if b.len() < 24 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
+        return false;
+    }
+    let Some(sp) = memchr::memchr2(b'\t', b' ', b) else {
+        return false;
+    };
+    let rest = &b[sp..];
+    let from = rest
+        .iter()
+        .take_while(|c| **c == b' ' || **c == b'\t')
+        .count();
+    let word = &rest[from..];
+    let n = word.iter().take_while(|c| c.is_ascii_uppercase()).count();
+    CONSOLE_LEVELS.iter().any(|l| l.as_bytes() == &word[..n])
+        && word.get(n).is_none_or(|c| *c == b' ' || *c == b'\t')
+}
+
 /// zap console: tab separated, or with the tabs turned into runs of spaces
 /// (as happens when lines are copied from a terminal).
 pub(super) fn decode_console(t: &str) -> Option<Payload> {

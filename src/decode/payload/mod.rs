@@ -1,113 +1,26 @@
 //! Payload formats: JSON objects (zap production, kube events, journald),
-//! zap console lines, klog, syslog-style journal lines, Go `log` prefixes,
-//! logfmt, and plain text. Each yields time, level, message and fields; a
-//! line that fits no structured format is still an event whose message is
-//! the line. One file per family of formats; this one holds what they share
-//! and the dispatch that picks one.
+//! zap console lines, klog, syslog, logfmt, and text behind any header the
+//! header reader knows ([`super::header`]: log4j, Go's `log`, nginx,
+//! PostgreSQL…). Each yields time, level, message and fields; a line that
+//! fits none is still an event whose message is the line. One file per
+//! family of formats; this one holds what they share and the dispatch that
+//! picks one.
 
 mod console;
-mod golog;
 mod journal;
 mod json;
 mod logfmt;
+mod text;
 
 pub use logfmt::parse_pairs;
 
+use super::header::{self, Header, Kind, Reference};
 use super::quick::quick_get;
-use super::time::{parse_any, parse_rfc3339};
+use super::time::parse_any;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-/// Normalised severity of a log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// trace / debug.
-    Debug,
-    /// info / notice.
-    Info,
-    /// warn / warning.
-    Warn,
-    /// error.
-    Error,
-    /// fatal / panic / critical.
-    Fatal,
-}
-
-impl Level {
-    /// Lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Debug => "debug",
-            Level::Info => "info",
-            Level::Warn => "warn",
-            Level::Error => "error",
-            Level::Fatal => "fatal",
-        }
-    }
-
-    /// Parses level names of zap, logrus, slog, klog letters and syslog numbers.
-    pub fn parse(s: &str) -> Option<Level> {
-        // This runs on every line when novelty is on: the name, lower-cased,
-        // packed into an integer and matched as one (a chain of slice
-        // comparisons was a memcmp call per candidate).
-        let b = s.trim_ascii().as_bytes();
-        if b.len() > 8 {
-            return b
-                .eq_ignore_ascii_case(b"information")
-                .then_some(Level::Info);
-        }
-        let mut buf = [0u8; 8];
-        buf[..b.len()].copy_from_slice(b);
-        buf.make_ascii_lowercase();
-        const fn w(name: &[u8]) -> u64 {
-            let mut buf = [0u8; 8];
-            let mut i = 0;
-            while i < name.len() {
-                buf[i] = name[i];
-                i += 1;
-            }
-            u64::from_le_bytes(buf)
-        }
-        const TRACE: u64 = w(b"trace");
-        const DEBUG: u64 = w(b"debug");
-        const DBUG: u64 = w(b"dbug");
-        const INFO: u64 = w(b"info");
-        const NOTICE: u64 = w(b"notice");
-        const WARN: u64 = w(b"warn");
-        const WARNING: u64 = w(b"warning");
-        const ERROR: u64 = w(b"error");
-        const ERR: u64 = w(b"err");
-        const FATAL: u64 = w(b"fatal");
-        const PANIC: u64 = w(b"panic");
-        const DPANIC: u64 = w(b"dpanic");
-        const CRITICAL: u64 = w(b"critical");
-        const CRIT: u64 = w(b"crit");
-        const ALERT: u64 = w(b"alert");
-        const EMERG: u64 = w(b"emerg");
-        const D7: u64 = w(b"7");
-        const I: u64 = w(b"i");
-        const D5: u64 = w(b"5");
-        const D6: u64 = w(b"6");
-        const W: u64 = w(b"w");
-        const D4: u64 = w(b"4");
-        const E: u64 = w(b"e");
-        const D3: u64 = w(b"3");
-        const F: u64 = w(b"f");
-        const D0: u64 = w(b"0");
-        const D1: u64 = w(b"1");
-        const D2: u64 = w(b"2");
-        Some(match u64::from_le_bytes(buf) {
-            TRACE | DEBUG | DBUG | D7 => Level::Debug,
-            INFO | NOTICE | I | D5 | D6 => Level::Info,
-            WARN | WARNING | W | D4 => Level::Warn,
-            ERROR | ERR | E | D3 => Level::Error,
-            FATAL | PANIC | DPANIC | CRITICAL | CRIT | ALERT | EMERG | F | D0 | D1 | D2 => {
-                Level::Fatal
-            }
-            _ => return None,
-        })
-    }
-}
+pub use super::severity::Level;
 
 /// Which format a payload was read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +35,11 @@ pub enum Format {
     Logfmt,
     /// Go `log` prefix: `redis: 2024/05/01 12:00:03 pool.go:762: …`.
     GoLog,
-    /// Anything else.
+    /// syslog: `May 01 12:00:40 host prog[pid]: …` with plain text inside.
+    Syslog,
+    /// Text behind a header the header reader knows (a stamp, a level).
+    Text,
+    /// Anything else: no time, no level, no fields of its own.
     Plain,
 }
 
@@ -189,70 +106,91 @@ pub(super) const TIME_KEYS: &[&str] = super::time::TIME_FIELDS.split_at(1).1;
 
 pub(super) const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
 
-/// The format [`decode`] would most likely pick, from the first bytes only:
-/// cheap enough for every line (the `lines by format` counters), exact
-/// only where the header is unambiguous. Names: `json`, `console`,
-/// `syslog`, `klog`, `golog`, `logfmt`, `plain`.
-pub fn sniff(text: &str) -> &'static str {
+/// The format of a line that needs no header read: `json`, `logfmt` or
+/// `console` (zap's console encoder), from its first bytes; None for
+/// anything else.
+pub fn structured_kind(text: &str) -> Option<&'static str> {
     let t = text.trim_start();
     let b = t.as_bytes();
     match b.first() {
-        None => return "plain",
-        Some(b'{') => return "json",
+        None => return None,
+        Some(b'{') => return Some("json"),
         _ => {}
     }
-    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-    if b.len() >= 24 && digit(0) && b[4] == b'-' && b.get(10) == Some(&b'T') {
-        return "console";
+    if console::looks_like_console(b) {
+        return Some("console");
     }
-    if b.len() > 16
-        && t.get(..3)
-            .and_then(super::time::month_from_abbrev)
-            .is_some()
-        && b[3] == b' '
-    {
-        return "syslog";
-    }
-    if matches!(b[0], b'I' | b'W' | b'E' | b'F') && (1..5).all(digit) && b.get(5) == Some(&b' ') {
-        return "klog";
-    }
-    if let Some(start) = b.iter().take(41).position(u8::is_ascii_digit) {
-        if golog::golog_header(&b[start..]) {
-            return "golog";
-        }
-    }
+    logfmt_start(t).then_some("logfmt")
+}
+
+/// A logfmt line's start: the first token is `key=…` and another `=`
+/// follows.
+fn logfmt_start(t: &str) -> bool {
+    let b = t.as_bytes();
     let first = memchr::memchr(b' ', b).unwrap_or(b.len());
-    if let Some(eq) = memchr::memchr(b'=', &b[..first]) {
-        if logfmt::logfmt_key(&t[..eq]) && memchr::memchr(b'=', &b[first..]).is_some() {
-            return "logfmt";
-        }
+    match memchr::memchr(b'=', &b[..first]) {
+        Some(eq) => logfmt::logfmt_key(&t[..eq]) && memchr::memchr(b'=', &b[first..]).is_some(),
+        None => false,
     }
-    "plain"
+}
+
+/// The format name of a line that is not [`structured_kind`], from its
+/// header: `syslog`, `klog`, `golog`, `text` (a header was read), `plain`
+/// (nothing was recognised).
+pub fn header_kind(h: &Header) -> &'static str {
+    match h.kind {
+        Kind::Syslog => "syslog",
+        Kind::Klog => "klog",
+        Kind::GoLog => "golog",
+        Kind::Text => "text",
+        Kind::None => "plain",
+    }
+}
+
+/// The format [`decode`] picks, by name, as the `lines by format`
+/// counters show it: `json`, `console`, `logfmt`, `syslog`, `klog`,
+/// `golog`, `text`, `plain`.
+pub fn sniff(text: &str) -> &'static str {
+    structured_kind(text).unwrap_or_else(|| header_kind(&header::read(text.trim_start(), None)))
 }
 
 /// Decodes a payload. `reference` is a nearby known time used to complete
-/// stamps that carry no year (klog, syslog).
+/// stamps that carry no year or date (klog, syslog, logcat).
 pub fn decode(text: &str, reference: Option<i64>) -> Payload {
+    decode_at(text, Reference::near(reference))
+}
+
+/// [`decode`] with a reference of either kind.
+pub fn decode_at(text: &str, reference: Reference) -> Payload {
     let t = text.trim_end_matches(['\r', '\n']);
-    if t.trim_start().starts_with('{') {
+    let lead = t.trim_start();
+    if lead.starts_with('{') {
         return json::decode_json(t);
     }
     if let Some(p) = console::decode_console(t) {
         return p;
     }
-    if let Some(p) = journal::decode_syslog(t, reference) {
+    if let Some(p) = journal::decode_klog(lead, reference) {
         return p;
     }
-    if let Some(p) = journal::decode_klog(t, reference) {
-        return p;
+    if logfmt_start(lead) {
+        if let Some(p) = logfmt::decode_logfmt(lead) {
+            return p;
+        }
     }
-    if let Some(p) = golog::decode_golog(t) {
-        return p;
+    let h = header::read_at(lead, reference);
+    match h.kind {
+        Kind::None => plain(t, false),
+        Kind::Syslog => journal::decode_syslog(lead, &h, reference),
+        _ => text::decode_text(lead, &h),
     }
-    if let Some(p) = logfmt::decode_logfmt(t) {
-        return p;
-    }
-    plain(t, false)
+}
+
+/// The named parts of a header as fields (`logger`, `thread`, `pid`…).
+pub(super) fn header_fields(t: &str, h: &Header) -> Vec<(String, String)> {
+    h.parts(t)
+        .map(|(p, v)| (p.name().to_string(), v.to_string()))
+        .collect()
 }
 
 pub(super) fn plain(t: &str, malformed: bool) -> Payload {
@@ -266,8 +204,14 @@ pub(super) fn plain(t: &str, malformed: bool) -> Payload {
     }
 }
 
-/// The cheap time extraction for lines that need no full decode.
+/// The cheap time extraction for lines that need no full decode: a JSON
+/// object's time keys, a header's stamp, a logfmt `ts=`/`time=`.
 pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
+    quick_time_at(text, Reference::near(reference))
+}
+
+/// [`quick_time`] with a reference of either kind.
+pub fn quick_time_at(text: &str, reference: Reference) -> Option<i64> {
     let t = text.trim_start();
     if t.starts_with('{') {
         if let Some(us) = quick_get(t, "__REALTIME_TIMESTAMP").and_then(|v| v.parse::<i64>().ok()) {
@@ -277,74 +221,23 @@ pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
             .iter()
             .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)));
     }
-    header_time(t, reference).or_else(|| {
+    let from_header = if logfmt_start(t) {
+        None
+    } else {
+        header::read_at(t, reference).time
+    };
+    from_header.or_else(|| {
         ["ts", "time", "timestamp"]
             .iter()
             .find_map(|k| quick_get(t, k).and_then(|v| parse_any(&v)))
     })
 }
 
-/// Time from a line's header: zap console (RFC 3339 first), journal
-/// (syslog), klog, Go `log`. None for JSON and logfmt lines.
-pub fn header_time(t: &str, reference: Option<i64>) -> Option<i64> {
-    let b = t.as_bytes();
-    let first = *b.first()?;
-    if b.len() >= 20 && first.is_ascii_digit() && b[4] == b'-' {
-        let end = memchr::memchr2(b'\t', b' ', b).unwrap_or(b.len());
-        return parse_rfc3339(&t[..end]);
-    }
-    if first.is_ascii_uppercase() {
-        return journal::syslog_time(t, reference).or_else(|| journal::klog_time(t, reference));
-    }
-    golog::decode_golog(t).and_then(|p| p.time)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::decode::quick::quick_get;
-
-    #[test]
-    fn level_names_in_any_case() {
-        let cases = [
-            ("trace", Level::Debug),
-            ("DEBUG", Level::Debug),
-            ("dbug", Level::Debug),
-            ("7", Level::Debug),
-            (" Info ", Level::Info),
-            ("information", Level::Info),
-            ("INFORMATION", Level::Info),
-            ("notice", Level::Info),
-            ("I", Level::Info),
-            ("warn", Level::Warn),
-            ("Warning", Level::Warn),
-            ("W", Level::Warn),
-            ("4", Level::Warn),
-            ("error", Level::Error),
-            ("ERR", Level::Error),
-            ("e", Level::Error),
-            ("3", Level::Error),
-            ("dpanic", Level::Fatal),
-            ("CRITICAL", Level::Fatal),
-            ("crit", Level::Fatal),
-            ("emerg", Level::Fatal),
-            ("0", Level::Fatal),
-        ];
-        for (name, level) in cases {
-            assert_eq!(Level::parse(name), Some(level), "{name}");
-        }
-        for other in [
-            "",
-            "errors",
-            "informational",
-            "warn ing",
-            "x",
-            "8",
-            "critical!",
-        ] {
-            assert_eq!(Level::parse(other), None, "{other}");
-        }
-    }
+    use crate::decode::time::parse_rfc3339;
 
     #[test]
     fn zap_json_with_duplicate_keys() {

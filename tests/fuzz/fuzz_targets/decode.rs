@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = payload::quick_time(&text, None);
     let _ = sigwatch::decode::quick::quick_get(&text, "nodeID");
     let _ = sigwatch::decode::quick::quick_get_path(&text, "involvedObject.name");
-    let _ = peek_time(&text, Some(0));
+    let _ = peek_time(&text, Some(0), None);
     let keys = [
         "node".to_string(),
         "pod".to_string(),
