@@ -6,7 +6,7 @@
 //! failed and what value was seen.
 
 use crate::decode::WORKLOAD_KEY;
-use crate::decode::{payload, resolve_key, time, wrapper, Decoder};
+use crate::decode::{header, payload, resolve_key, time, wrapper, Decoder};
 use crate::detect::truncate as clip;
 use crate::matcher::{Matcher, MatcherError};
 use crate::rules::{Detect, RuleSet};
@@ -20,6 +20,7 @@ pub struct Explainer {
     set: RuleSet,
     matcher: Matcher,
     decoder: Decoder,
+    source: Source,
 }
 
 /// How a rule's detector decides, in words.
@@ -121,11 +122,21 @@ impl Explainer {
     pub fn new(set: RuleSet) -> Result<Explainer, MatcherError> {
         let matcher = Matcher::new(&set)?;
         let decoder = Decoder::new(&set.keys, false);
+        let mut source = Source::named("explain");
+        source.modified = Some(crate::clock::wall_ns());
         Ok(Explainer {
             set,
             matcher,
             decoder,
+            source,
         })
+    }
+
+    /// The time that completes stamps without a year (and stands in for
+    /// lines without a time) when nothing before gives one: the file's
+    /// modification time when lines come from a file; now by default.
+    pub fn set_modified(&mut self, modified: Option<i64>) {
+        self.source.modified = modified;
     }
 
     /// The line's log template and what novelty does with it.
@@ -157,112 +168,114 @@ impl Explainer {
         format!("{template} ({verdict})")
     }
 
-    /// Explains one line. `only`: rule ids to explain in full even when
-    /// none of their literals occur (empty: the rules whose literals occur).
+    /// Explains one line as text. `only`: rule ids to explain in full even
+    /// when none of their literals occur (empty: the rules whose literals
+    /// occur).
     pub fn explain(&mut self, raw: &str, only: &[String]) -> String {
-        let mut o = String::new();
-        let _ = writeln!(o, "line      {}", clip(raw, 160));
-        let _ = writeln!(o, "  wrapper   {}", wrapper_of(raw));
-        let Some(p) = self.decoder.prepare(&Source::named("explain"), raw, None) else {
-            let _ = writeln!(
-                o,
-                "  (held: a partial line or the start of a multi-line JSON object; it is explained with the line that completes it)\n"
-            );
-            return o;
+        self.explanation(raw, only).render()
+    }
+
+    /// Explains one line as one JSON object (`sigwatch explain --json`):
+    /// the same facts as the text, for scripts and measurements.
+    pub fn explain_json(&mut self, raw: &str, only: &[String]) -> serde_json::Value {
+        serde_json::to_value(self.explanation(raw, only)).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// What the pipeline makes of one line, step by step.
+    pub fn explanation(&mut self, raw: &str, only: &[String]) -> Explanation {
+        let stamped_before = self.decoder.stats().formats.stamped;
+        let mut wrapper = wrapper_of(raw);
+        let mut x = Explanation {
+            line: raw.to_string(),
+            wrapper: String::new(),
+            held: false,
+            format: String::new(),
+            malformed: false,
+            time: None,
+            time_from: String::new(),
+            time_detail: None,
+            timed: false,
+            level: None,
+            message: String::new(),
+            template: String::new(),
+            fields: Vec::new(),
+            labels: Vec::new(),
+            sticky: Vec::new(),
+            keys: Vec::new(),
+            rules: Vec::new(),
+            quiet: 0,
         };
-        let decoded = payload::decode(&p.text, Some(p.time));
-        let format = format!("{:?}", decoded.format).to_lowercase();
-        let _ = writeln!(
-            o,
-            "  format    {format}{}",
-            if decoded.malformed {
-                " (looked structured but did not parse: read as plain text)"
+        let Some(p) = self.decoder.prepare(&self.source, raw, None) else {
+            x.wrapper = wrapper;
+            x.held = true;
+            return x;
+        };
+        if self.decoder.stats().formats.stamped > stamped_before {
+            let stamp = "leading timestamp (kubectl/stern --timestamps)";
+            wrapper = if wrapper == "none" {
+                stamp.to_string()
             } else {
-                ""
-            }
-        );
-        let from = if decoded.time.is_some() {
-            "from the line's own timestamp"
-        } else if p.wrapper_time.is_some() {
-            "from the wrapper's timestamp"
-        } else {
-            "none in the line: the stream's previous time would be used (arrival time when live)"
-        };
-        let _ = writeln!(o, "  time      {} ({from})", time::format_rfc3339(p.time));
+                format!("{wrapper} · {stamp}")
+            };
+        }
+        x.wrapper = wrapper;
+        let decoded = payload::decode(&p.text, Some(p.time));
+        x.format = format!("{:?}", decoded.format).to_lowercase();
+        x.malformed = decoded.malformed;
+        x.time = Some(time::format_rfc3339(p.time));
+        x.time_from = p.time_from.describe().to_string();
+        x.timed = p.time_from.is_own();
+        if p.time_from == crate::decode::TimeFrom::Line {
+            x.time_detail = stamp_detail(&p.text, p.time);
+        }
         let mut event = self.decoder.event(&p);
-        let _ = writeln!(
-            o,
-            "  level     {}",
-            event.level.map_or("(none)", |l| l.as_str())
-        );
-        let _ = writeln!(o, "  message   {:?}", clip(&event.message, 160));
-        let _ = writeln!(o, "  template  {}", self.template_of(&p));
-        let fields: Vec<String> = match &event.fields {
+        x.level = self.decoder.level(&p).map(|l| l.as_str().to_string());
+        x.message = event.message.clone();
+        x.template = self.template_of(&p);
+        x.fields = match &event.fields {
             payload::Fields::Json(m) => m
                 .iter()
                 .map(|(k, v)| {
                     let v = payload::value_str(v).unwrap_or_default();
-                    format!("{k}={:?}", clip(&v, 60))
+                    (k.clone(), clip(&v, 60))
                 })
                 .collect(),
-            payload::Fields::Pairs(p) => p
-                .iter()
-                .map(|(k, v)| format!("{k}={:?}", clip(v, 60)))
-                .collect(),
+            payload::Fields::Pairs(p) => p.iter().map(|(k, v)| (k.clone(), clip(v, 60))).collect(),
             payload::Fields::None => Vec::new(),
         };
-        if !fields.is_empty() {
-            let n = fields.len();
-            let shown: Vec<String> = fields.into_iter().take(12).collect();
-            let more = if n > 12 {
-                format!(" … ({} more)", n - 12)
-            } else {
-                String::new()
-            };
-            let _ = writeln!(o, "  fields    {}{more}", shown.join(" "));
-        }
-        if !event.labels.is_empty() {
-            let l: Vec<String> = event
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v:?}"))
-                .collect();
-            let _ = writeln!(o, "  labels    {}", l.join(" "));
-        }
-        let inherited: Vec<String> = event
+        x.labels = event.labels.iter().cloned().collect();
+        x.sticky = event
             .sticky
             .iter()
             .filter(|(k, v)| event.fields.get(k).as_deref() != Some(v.as_str()))
-            .map(|(k, v)| format!("{k}={v:?}"))
+            .cloned()
             .collect();
-        if !inherited.is_empty() {
-            let _ = writeln!(
-                o,
-                "  sticky    {} (not in this line: remembered from an earlier line of the stream)",
-                inherited.join(" ")
-            );
-        }
         // Group keys and the path each value came from.
-        let mut keys = Vec::new();
         let get = |k: &str| event.get(k);
         for (alias, paths) in &self.set.keys.aliases {
             let found = paths
                 .iter()
                 .find_map(|p| get(p).filter(|v| !v.is_empty()).map(|v| (p, v)));
-            keys.push(match found {
-                Some((p, _)) => {
-                    let v = resolve_key(&self.set.keys, alias, &get).unwrap_or_default();
-                    format!("{alias}={v:?} (via {p})")
-                }
-                None => format!("{alias}=—"),
+            x.keys.push(match found {
+                Some((p, _)) => Key {
+                    key: alias.clone(),
+                    value: resolve_key(&self.set.keys, alias, &get),
+                    via: Some(p.clone()),
+                },
+                None => Key {
+                    key: alias.clone(),
+                    value: None,
+                    via: None,
+                },
             });
         }
         if let Some(w) = resolve_key(&self.set.keys, WORKLOAD_KEY, &get) {
-            keys.push(format!("{WORKLOAD_KEY}={w:?} (from the pod name)"));
+            x.keys.push(Key {
+                key: WORKLOAD_KEY.to_string(),
+                value: Some(w),
+                via: Some("the pod name".into()),
+            });
         }
-        let _ = writeln!(o, "  keys      {}", keys.join(" · "));
-        let _ = writeln!(o, "  rules");
-        let mut quiet = 0;
         for rule in &self.set.rules {
             let cond = &self.set.conditions[rule.cond];
             let literal_pass = self.matcher.literal_candidate(&p.text, rule.cond);
@@ -271,11 +284,20 @@ impl Explainer {
                 .iter()
                 .any(|c| c.ok && (c.what.starts_with("contains") || c.what.starts_with("regex")));
             if !literal_pass && !any_literal && !only.contains(&rule.id) {
-                quiet += 1;
+                x.quiet += 1;
                 event.captures.clear();
                 continue;
             }
             let matched = literal_pass && checks.iter().all(|c| c.ok);
+            let mut r = RuleExplanation {
+                id: rule.id.clone(),
+                matched,
+                group: None,
+                group_note: None,
+                detector: None,
+                checks: checks.iter().map(|c| (c.ok, c.what.clone())).collect(),
+                prefilter_missed: !literal_pass && checks.iter().all(|c| c.ok),
+            };
             if matched {
                 let group = if rule.group_by.is_empty() {
                     Some("cluster".to_string())
@@ -284,9 +306,8 @@ impl Explainer {
                         .iter()
                         .find_map(|k| resolve_key(&self.set.keys, k, &|k: &str| event.get(k)))
                 };
-                let group = match group {
-                    Some(g) => format!("group {g:?}"),
-                    None => format!(
+                if group.is_none() {
+                    r.group_note = Some(format!(
                         "no value for group_by {:?}: {}",
                         rule.group_by,
                         if matches!(rule.detect, Detect::Spread(_) | Detect::Share(_)) {
@@ -294,39 +315,241 @@ impl Explainer {
                         } else {
                             "counted under \"unknown\""
                         }
-                    ),
-                };
-                let _ = writeln!(o, "    MATCH  {}  → {group}", rule.id);
-                let _ = writeln!(
-                    o,
-                    "           {}{}",
+                    ));
+                }
+                r.group = group;
+                r.detector = Some(format!(
+                    "{}{}",
                     describe_detector(&rule.detect),
                     if rule.for_ > 0 {
                         format!(", held for {}", crate::rules::duration::Dur(rule.for_))
                     } else {
                         String::new()
                     }
-                );
+                ));
+            }
+            x.rules.push(r);
+            event.captures.clear();
+        }
+        x
+    }
+}
+
+/// Where a line's own stamp was and what was assumed to read it.
+fn stamp_detail(text: &str, at: i64) -> Option<String> {
+    let t = text.trim_start();
+    let h = header::read_at(t, header::Reference::Near(at));
+    let (a, b) = h.stamp?;
+    let mut notes = Vec::new();
+    if h.yearless {
+        notes.push("no year: taken from the lines around it or the file's modification time");
+    }
+    if h.dateless {
+        notes.push("no date: taken from the lines around it");
+    }
+    if h.zoneless {
+        notes.push("no zone: read as UTC");
+    }
+    let mut out = format!("`{}`", t.get(a..b)?);
+    for n in notes {
+        out.push_str(", ");
+        out.push_str(n);
+    }
+    Some(out)
+}
+
+/// A group key of a line, and where its value came from.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Key {
+    /// The key (an alias such as `node`, or `workload`).
+    pub key: String,
+    /// Its value, if the line has one.
+    pub value: Option<String>,
+    /// The field path (or label) the value came from.
+    pub via: Option<String>,
+}
+
+/// One rule's verdict on a line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuleExplanation {
+    /// Rule id.
+    pub id: String,
+    /// Whether every check passed.
+    pub matched: bool,
+    /// The group the match counts under.
+    pub group: Option<String>,
+    /// Why a match has no group.
+    pub group_note: Option<String>,
+    /// How the rule's detector decides, in words.
+    pub detector: Option<String>,
+    /// Each check: passed, and what it looked at.
+    pub checks: Vec<(bool, String)>,
+    /// Every check passed but the literal prefilter did not select the
+    /// line (a literal inside an escape or in a different case).
+    pub prefilter_missed: bool,
+}
+
+/// What the pipeline makes of one line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Explanation {
+    /// The raw line.
+    pub line: String,
+    /// Its wrappers (`none` when there are none).
+    pub wrapper: String,
+    /// Held: a partial line or the start of a multi-line object.
+    pub held: bool,
+    /// The payload format.
+    pub format: String,
+    /// It looked structured but did not parse.
+    pub malformed: bool,
+    /// Event time (RFC 3339).
+    pub time: Option<String>,
+    /// Where the time came from.
+    pub time_from: String,
+    /// The stamp it was read from, and what reading it assumed.
+    pub time_detail: Option<String>,
+    /// The time is the line's own (or its wrapper's).
+    pub timed: bool,
+    /// Level.
+    pub level: Option<String>,
+    /// Message.
+    pub message: String,
+    /// Log template and what novelty does with it.
+    pub template: String,
+    /// Fields (values clipped).
+    pub fields: Vec<(String, String)>,
+    /// Stream labels.
+    pub labels: Vec<(String, String)>,
+    /// Sticky values inherited from the stream.
+    pub sticky: Vec<(String, String)>,
+    /// Group keys.
+    pub keys: Vec<Key>,
+    /// Rules whose literals occur (or named with `--rule`).
+    pub rules: Vec<RuleExplanation>,
+    /// Rules none of whose literals occur.
+    pub quiet: usize,
+}
+
+impl Explanation {
+    /// The text `sigwatch explain` prints.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "line      {}", clip(&self.line, 160));
+        let _ = writeln!(o, "  wrapper   {}", self.wrapper);
+        if self.held {
+            let _ = writeln!(
+                o,
+                "  (held: a partial line or the start of a multi-line JSON object; it is explained with the line that completes it)\n"
+            );
+            return o;
+        }
+        let _ = writeln!(
+            o,
+            "  format    {}{}",
+            self.format,
+            if self.malformed {
+                " (looked structured but did not parse: read as plain text)"
             } else {
-                let _ = writeln!(o, "    no     {}", rule.id);
+                ""
             }
-            for c in &checks {
-                let _ = writeln!(o, "           {} {}", if c.ok { "✓" } else { "✗" }, c.what);
+        );
+        let detail = self
+            .time_detail
+            .as_ref()
+            .map_or(String::new(), |d| format!(": {d}"));
+        let _ = writeln!(
+            o,
+            "  time      {} ({}{detail})",
+            self.time.as_deref().unwrap_or("-"),
+            self.time_from
+        );
+        let _ = writeln!(
+            o,
+            "  level     {}",
+            self.level.as_deref().unwrap_or("(none)")
+        );
+        let _ = writeln!(o, "  message   {:?}", clip(&self.message, 160));
+        let _ = writeln!(o, "  template  {}", self.template);
+        if !self.fields.is_empty() {
+            let n = self.fields.len();
+            let shown: Vec<String> = self
+                .fields
+                .iter()
+                .take(12)
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect();
+            let more = if n > 12 {
+                format!(" … ({} more)", n - 12)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(o, "  fields    {}{more}", shown.join(" "));
+        }
+        if !self.labels.is_empty() {
+            let l: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect();
+            let _ = writeln!(o, "  labels    {}", l.join(" "));
+        }
+        if !self.sticky.is_empty() {
+            let l: Vec<String> = self
+                .sticky
+                .iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect();
+            let _ = writeln!(
+                o,
+                "  sticky    {} (not in this line: remembered from an earlier line of the stream)",
+                l.join(" ")
+            );
+        }
+        let keys: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| match (&k.value, &k.via) {
+                (Some(v), Some(via)) if k.key == WORKLOAD_KEY => {
+                    format!("{}={v:?} (from {via})", k.key)
+                }
+                (Some(v), Some(via)) => format!("{}={v:?} (via {via})", k.key),
+                (Some(v), None) => format!("{}={v:?}", k.key),
+                _ => format!("{}=—", k.key),
+            })
+            .collect();
+        let _ = writeln!(o, "  keys      {}", keys.join(" · "));
+        let _ = writeln!(o, "  rules");
+        for r in &self.rules {
+            if r.matched {
+                let group = match (&r.group, &r.group_note) {
+                    (Some(g), _) => format!("group {g:?}"),
+                    (None, Some(n)) => n.clone(),
+                    (None, None) => String::new(),
+                };
+                let _ = writeln!(o, "    MATCH  {}  → {group}", r.id);
+                if let Some(d) = &r.detector {
+                    let _ = writeln!(o, "           {d}");
+                }
+            } else {
+                let _ = writeln!(o, "    no     {}", r.id);
             }
-            if !literal_pass && checks.iter().all(|c| c.ok) {
+            for (ok, what) in &r.checks {
+                let _ = writeln!(o, "           {} {}", if *ok { "✓" } else { "✗" }, what);
+            }
+            if r.prefilter_missed {
                 let _ = writeln!(
                     o,
                     "           ✗ the literal prefilter did not select this line (a literal is inside an escape or a different case)"
                 );
             }
-            event.captures.clear();
         }
-        if quiet > 0 {
+        if self.quiet > 0 {
             let _ = writeln!(
                 o,
-                "    ·      {quiet} other rule{}: none of {} literals occur (name one with --rule ID to see its checks)",
-                if quiet == 1 { "" } else { "s" },
-                if quiet == 1 { "its" } else { "their" }
+                "    ·      {} other rule{}: none of {} literals occur (name one with --rule ID to see its checks)",
+                self.quiet,
+                if self.quiet == 1 { "" } else { "s" },
+                if self.quiet == 1 { "its" } else { "their" }
             );
         }
         o.push('\n');

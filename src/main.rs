@@ -64,7 +64,7 @@ enum Cmd {
     /// Explain a line: how it decodes (wrapper, format, time, level, fields,
     /// group keys) and which rules match it, or which check failed.
     #[command(
-        after_help = "Examples:\n  sigwatch explain '{\"level\":\"error\",\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_1\"}'\n  kubectl logs --prefix pod/livekit-0 | tail -5 | sigwatch explain --rule livekit.drain_stuck\n\nLines read from stdin share stream context (sticky nodeID, partial lines), as in the pipeline."
+        after_help = "Examples:\n  sigwatch explain '{\"level\":\"error\",\"msg\":\"failed to mark as draining\",\"nodeID\":\"ND_1\"}'\n  kubectl logs --prefix pod/livekit-0 | tail -5 | sigwatch explain --rule livekit.drain_stuck\n  sigwatch explain --json < app.log | jq -r 'select(.level == null) | .line' | head\n\nLines read from stdin share stream context (sticky nodeID, partial lines), as in the pipeline."
     )]
     Explain(ExplainArgs),
     /// Build a novelty baseline: mine the templates of archived logs into a
@@ -128,6 +128,10 @@ struct ExplainArgs {
     /// Show this rule's checks even when none of its literals occur (repeatable).
     #[arg(long = "rule", value_name = "ID")]
     only: Vec<String>,
+    /// One JSON object per line instead of the text (wrapper, format,
+    /// time and its source, level, message, fields, keys, rules).
+    #[arg(long)]
+    json: bool,
     /// Lines to explain; none: read lines from stdin.
     #[arg(value_name = "LINE")]
     lines: Vec<String>,
@@ -195,7 +199,9 @@ fn main() -> ExitCode {
         Cmd::Check(a) => return ExitCode::from(commands::check(&a.rules, a.literals)),
         Cmd::PrometheusRules(a) => return ExitCode::from(commands::prometheus_rules(&a.rules)),
         Cmd::Test(a) => return ExitCode::from(commands::test(&a.rules, &a.paths)),
-        Cmd::Explain(a) => return ExitCode::from(commands::explain(&a.rules, &a.only, &a.lines)),
+        Cmd::Explain(a) => {
+            return ExitCode::from(commands::explain(&a.rules, &a.only, &a.lines, a.json))
+        }
         Cmd::Learn(a) => mine::learn(&a.rules, &a.files, &a.out).map_err(Into::into),
         Cmd::Templates(a) => {
             mine::templates(&a.rules, &a.files, &a.o, &mut std::io::stdout().lock())

@@ -38,7 +38,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("server", &["clock", "engine", "notify", "report", "stats"]),
     (
         "explain",
-        &["decode", "detect", "matcher", "mining", "rules", "source"],
+        &[
+            "clock", "decode", "detect", "matcher", "mining", "rules", "source",
+        ],
     ),
     (
         "ruletest",

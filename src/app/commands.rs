@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// `sigwatch explain`: each line (or stdin's) through the decoder and
 /// matcher, step by step; `only` names rules to show even when none of
 /// their literals occur. Returns the exit status.
-pub fn explain(rules: &RulesOptions, only: &[String], lines: &[String]) -> u8 {
+pub fn explain(rules: &RulesOptions, only: &[String], lines: &[String], json: bool) -> u8 {
     let set = match load_rules(rules) {
         Ok(s) => s,
         Err(e) => {
@@ -28,16 +28,34 @@ pub fn explain(rules: &RulesOptions, only: &[String], lines: &[String]) -> u8 {
             return 1;
         }
     };
+    let mut out = std::io::stdout().lock();
+    let mut one = |ex: &mut crate::explain::Explainer, l: &str| {
+        use std::io::Write;
+        let text = if json {
+            format!("{}\n", ex.explain_json(l, only))
+        } else {
+            ex.explain(l, only)
+        };
+        // A closed pipe (`| head`) ends the output quietly.
+        out.write_all(text.as_bytes()).is_ok()
+    };
     if !lines.is_empty() {
         for l in lines {
-            print!("{}", ex.explain(l, only));
+            if !one(&mut ex, l) {
+                return 0;
+            }
         }
         return 0;
     }
+    ex.set_modified(crate::source::replay::source_for("-").modified);
     let mut reader = crate::source::stdin::LineReader::new(std::io::stdin().lock());
     loop {
         match reader.next_line_ref() {
-            Ok(Some(l)) => print!("{}", ex.explain(l, only)),
+            Ok(Some(l)) => {
+                if !one(&mut ex, l) {
+                    return 0;
+                }
+            }
             Ok(None) => return 0,
             Err(e) => {
                 eprintln!("stdin: {e}");

@@ -208,6 +208,10 @@ pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, u
     if !(iso || short) {
         return None;
     }
+    // zap's console encoder: a tab after the stamp, not a wrapper.
+    if iso && b[10] == b'T' && memchr::memchr2(b' ', b'\t', b).is_some_and(|i| b[i] == b'\t') {
+        return None;
+    }
     let st = stamp_at(b, 0, false)?;
     if !st.has_time()
         || b.get(st.end) != Some(&b' ')
@@ -216,6 +220,28 @@ pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, u
         return None;
     }
     Some((st.resolve(reference), st.end + 1))
+}
+
+/// The header of a zap console line (`2024-05-01T12:00:00.553Z\tERROR\t…`,
+/// tabs or runs of spaces): its RFC 3339 stamp and level word, read
+/// directly (the format has its own decoder for the rest).
+pub fn console(text: &str) -> Header {
+    let b = text.as_bytes();
+    let mut h = Header::default();
+    let Some(sp) = memchr::memchr2(b' ', b'\t', b) else {
+        return h;
+    };
+    h.time = time::parse_rfc3339(&text[..sp]);
+    h.stamp = Some((0, sp));
+    let from = sp + b[sp..].iter().take_while(|c| is_space(**c)).count();
+    let n = b[from..]
+        .iter()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    h.level = severity::header_word(&b[from..from + n]);
+    h.kind = Kind::Text;
+    h.body = from + n;
+    h
 }
 
 /// Starts of lines that are errors whatever follows: Go panics and runtime
@@ -978,6 +1004,8 @@ struct Walker<'b> {
     prose_before: bool,
     /// The walk found no header after all.
     abort: bool,
+    /// `|` separators seen.
+    pipes: u8,
 }
 
 fn is_space(c: u8) -> bool {
@@ -1010,6 +1038,8 @@ fn filler_like(t: &[u8]) -> bool {
                     | b'>'
                     | b'['
                     | b']'
+                    | b'{'
+                    | b'}'
                     | b'\\'
             )
     }) {
@@ -1037,6 +1067,16 @@ fn tag_like(t: &[u8]) -> bool {
         return false;
     }
     filler_like(t)
+}
+
+/// A Java class or logger name: `org.apache.catalina.Foo.log`, dotted at
+/// least twice, identifier characters only.
+fn java_like(t: &[u8]) -> bool {
+    t.first().is_some_and(u8::is_ascii_alphabetic)
+        && t.iter().filter(|c| **c == b'.').count() >= 2
+        && t.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'$'))
+        && !t.ends_with(b".")
 }
 
 /// Extensions of source files, which tell `file.go:12` from `host:8080`.
@@ -1093,6 +1133,7 @@ impl<'b> Walker<'b> {
             first_filler: false,
             prose_before: false,
             abort: false,
+            pipes: 0,
         }
     }
 
@@ -1250,6 +1291,12 @@ impl<'b> Walker<'b> {
             // Separators.
             if c == b'|' {
                 self.pipe = true;
+                self.pipes += 1;
+                if self.pipes > 3 {
+                    // A pipe-separated header has a few fields; later pipes
+                    // are the message's (`tryToReload…|3786|0|0`).
+                    break;
+                }
                 if self.anchored || self.has_pending {
                     self.close_filler();
                     self.commit(i);
@@ -1269,13 +1316,22 @@ impl<'b> Walker<'b> {
             if (tok.iter().all(|c| *c == b'-') && tok.len() <= 3 || tok == b":" || tok == b"::")
                 && !self.pipe
             {
-                if self.anchored && matches!(self.last, Last::Group | Last::Logger) {
-                    // `[thread] - message`: the header ends here.
+                if self.anchored
+                    && self.h.level.is_some()
+                    && matches!(self.last, Last::Group | Last::Logger)
+                {
+                    // `LEVEL [thread] - message`: the header ends here.
                     self.commit(end);
                     break;
                 }
                 if self.anchored || self.has_pending {
-                    if !self.has_logger() {
+                    if self.has_logger() {
+                        if self.has_pending {
+                            // `CSI    00000008@… PopulateKey - Begin`: past
+                            // the logger's column, `X - Y` is the message.
+                            break;
+                        }
+                    } else {
                         self.close_filler();
                     }
                     self.commit(i);
@@ -1290,14 +1346,19 @@ impl<'b> Walker<'b> {
                 continue;
             }
             // A stamp (bracketed too).
-            if let Some((st, s_end)) = self.stamp_here(i) {
+            if let Some((st, s_end, logger)) = self.stamp_here(i) {
                 if st.kind == StampKind::Epoch && !self.epoch_plausible(&st) {
                     // A count, not a time: a filler or the message.
                 } else {
                     self.stamp_found(&st, i, s_end);
+                    if let Some((a, e)) = logger {
+                        self.h.push(Part::Logger, a, e);
+                    }
                     i = s_end;
                     self.prev_end = i;
-                    if st.kind == StampKind::Syslog && self.syslog_rest(i) {
+                    let syslog = st.kind == StampKind::Syslog
+                        || (self.h.level.is_none() && self.program_follows(i));
+                    if syslog && self.syslog_rest(i) {
                         return;
                     }
                     match st.kind {
@@ -1396,6 +1457,21 @@ impl<'b> Walker<'b> {
                 let word = t.len() <= 32
                     && t.iter()
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_'));
+                // Not a level word, and not a verb in the past (`exited:
+                // worker`): those start messages.
+                let verb = t.ends_with(b"ed");
+                let name = word
+                    && t.len() >= 2
+                    && t[0].is_ascii_alphabetic()
+                    && !verb
+                    && severity::header_word(t).is_none();
+                if name && self.last == Last::Level && self.anchored {
+                    // `[INFO]  core: …`, `INFO Remoting: …`: the subsystem
+                    // or logger right after the level.
+                    self.h.push(Part::Logger, i, end - 1);
+                    self.commit(end);
+                    break;
+                }
                 if word && self.last == Last::Dashes && self.anchored {
                     // Ruby's Logger: `ERROR -- progname: message`.
                     self.h.push(Part::Logger, i, end - 1);
@@ -1457,6 +1533,20 @@ impl<'b> Walker<'b> {
                 if self.tokens == 1 {
                     self.first_filler = true;
                 }
+                // A Java logger after the level or thread (`INFO [main]
+                // org.apache.catalina.Foo.log Server …`, log4j's `%p %c`).
+                if self.anchored
+                    && matches!(self.last, Last::Level | Last::Group)
+                    && java_like(tok)
+                    && !self.has_logger()
+                {
+                    self.h.push(Part::Logger, i, end);
+                    self.commit(end);
+                    self.last = Last::Logger;
+                    i = end;
+                    self.prev_end = i;
+                    continue;
+                }
                 // A filler: a logger when a separator, a column or a
                 // group closes it; otherwise the message may start here.
                 self.pend(None, i, end);
@@ -1469,6 +1559,21 @@ impl<'b> Walker<'b> {
             // no header). A line that starts with columns (`2568643
             // node-70 action start 1074119817 …`) may have words among
             // them, before an epoch stamp only.
+            if self.anchored
+                && self.h.level.is_some()
+                && matches!(self.last, Last::Level | Last::Logger | Last::Group)
+                && b.get(end) == Some(&b'\t')
+                && tok.len() <= 32
+                && !self.has_logger()
+            {
+                // A tab-separated scope column (`info\tads\tADS: …`).
+                self.h.push(Part::Logger, i, end);
+                self.commit(end);
+                self.last = Last::Logger;
+                i = end;
+                self.prev_end = i;
+                continue;
+            }
             if !self.anchored && self.first_filler && self.tokens <= 5 && tok.len() <= 32 {
                 self.prose_before = true;
                 self.pend(None, i, end);
@@ -1516,25 +1621,56 @@ impl<'b> Walker<'b> {
         self.h.push(part, a, b);
     }
 
-    /// A stamp at `i`, bracketed or not: (stamp, end of the element).
-    fn stamp_here(&self, i: usize) -> Option<(Stamp, usize)> {
+    /// A stamp at `i`, bracketed or not: (stamp, end of the element, the
+    /// logger named inside the bracket after the stamp, if any).
+    fn stamp_here(&self, i: usize) -> Option<(Stamp, usize, Option<(usize, usize)>)> {
         let b = self.b;
         let first = self.tokens <= 1 && self.committed == 0 && !self.has_pending;
-        if b[i] == b'[' {
-            let mut st = stamp_at(b, i + 1, true)?;
-            let mut j = st.end;
-            // `[2024-05-07T10:55:53.434123 #12345]` (Ruby's Logger).
-            if b.get(j) == Some(&b' ') && b.get(j + 1) == Some(&b'#') && run(b, j + 2) > 0 {
-                j += 2 + run(b, j + 2);
-            }
-            if b.get(j) != Some(&b']') {
-                return None;
-            }
-            st.end = j + 1;
-            return Some((st, j + 1));
+        if b[i] != b'[' {
+            let st = stamp_at(b, i, first)?;
+            return Some((st, st.end, None));
         }
-        let st = stamp_at(b, i, first)?;
-        Some((st, st.end))
+        let mut st = stamp_at(b, i + 1, true)?;
+        let mut j = st.end;
+        // `[2024-05-07T10:55:53.434123 #12345]` (Ruby's Logger).
+        if b.get(j) == Some(&b' ') && b.get(j + 1) == Some(&b'#') && run(b, j + 2) > 0 {
+            j += 2 + run(b, j + 2);
+        }
+        if b.get(j) == Some(&b']') {
+            st.end = j + 1;
+            return Some((st, j + 1, None));
+        }
+        // More inside the bracket: `[2024-05-07 10:55:53,434: INFO/MainProcess]`
+        // (Celery), `[2024-05-07T10:55:53Z INFO  myapp::server]` (Rust's
+        // env_logger): a level, then a logger.
+        let close = j + b
+            .get(j..b.len().min(j + 160))?
+            .iter()
+            .position(|c| *c == b']')?;
+        let mut k = j;
+        while k < close && matches!(b[k], b' ' | b':' | b',' | b'-' | b'\t') {
+            k += 1;
+        }
+        let n = b[k..close]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .count();
+        let mut logger = None;
+        if let Some(l) = severity::header_word(&b[k..k + n]) {
+            st.level = Some(l);
+            k += n;
+            while k < close && matches!(b[k], b' ' | b'/' | b':' | b'\t') {
+                k += 1;
+            }
+            let (a, e) = trim_range(&b[k..close], k);
+            if a < e && !b[a..e].contains(&b' ') {
+                logger = Some((a, e));
+            }
+        } else if n > 0 {
+            return None;
+        }
+        st.end = close + 1;
+        Some((st, close + 1, logger))
     }
 
     /// A level token at `i` (the token ends at `end`): a level word in
@@ -1608,6 +1744,11 @@ impl<'b> Walker<'b> {
         }
         let mut e = i + n;
         if after == Some(b':') {
+            // `error:[-50]` is a message's; Python's `ERROR:root:` starts
+            // its line.
+            if b.get(i + n + 1).is_some_and(|c| !is_space(*c)) && self.tokens > 1 {
+                return None;
+            }
             e += 1;
         }
         Some((l, e))
@@ -1689,7 +1830,7 @@ impl<'b> Walker<'b> {
                 return Some(e);
             }
         }
-        if open == b'<' {
+        if open == b'<' && (!self.anchored || content.contains(&b' ') || content.is_empty()) {
             return None;
         }
         // A pid: `[123]`, `[pid 35708:tid 4328636416]`.
@@ -1806,6 +1947,15 @@ impl<'b> Walker<'b> {
             }
             k += 1;
         }
+        // A program name with spaces (macOS's `Microsoft Word[14463]:`,
+        // `sandboxd[129] ([31211]):`) ends with its pid; `Kernel command
+        // line:` is a message.
+        let colon = colon.filter(|&c| {
+            let p = &b[prog_start..c];
+            !p.contains(&b' ')
+                || (p.ends_with(b"]") && p.contains(&b'['))
+                || (p.ends_with(b"])") && p.contains(&b'('))
+        });
         if let Some((a, e)) = host {
             self.h.push(Part::Host, a, e);
         }
@@ -1847,6 +1997,28 @@ impl<'b> Walker<'b> {
             self.committed = inner_start + ih.body;
         }
         true
+    }
+
+    /// Whether `host prog[pid]: ` follows (syslog with an RFC 3339 stamp,
+    /// as rsyslog and `journalctl -o short-iso` write it).
+    fn program_follows(&self, i: usize) -> bool {
+        let b = self.b;
+        let h0 = self.skip_spaces(i);
+        let h1 = self.token_end(h0);
+        let p0 = self.skip_spaces(h1);
+        let p1 = self.token_end(p0);
+        if h1 == h0 || p1 <= p0 + 3 || b[h1 - 1] == b':' {
+            return false;
+        }
+        let host_ok = b[h0..h1]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'@' | b'/'));
+        let prog = &b[p0..p1];
+        host_ok
+            && prog.ends_with(b"]:")
+            && prog.iter().position(|c| *c == b'[').is_some_and(|o| {
+                o > 0 && prog[o + 1..prog.len() - 2].iter().all(u8::is_ascii_digit)
+            })
     }
 
     /// After a klog stamp: the pid and `file.go:107]`.
@@ -2170,7 +2342,7 @@ mod tests {
             parts: &[("caller", "main.go:42")],
         },
         Case {
-            name: "go-redis (Go log with a prefix)",
+            name: "go-redis (Go log with a prefix: no level)",
             line: "redis: 2024/05/01 12:00:03 pool.go:762: redis: connection pool: failed to dial after 5 attempts: dial tcp 10.0.0.21:6379: connect: connection refused",
             time: Some("2024-05-01T12:00:03.000Z"),
             level: None,
@@ -2222,8 +2394,8 @@ mod tests {
             line: "2024-05-07T10:58:13.877Z [INFO]  expiration: revoked lease: lease_id=auth/token/create/h1",
             time: Some("2024-05-07T10:58:13.877Z"),
             level: Some(Level::Info),
-            message: "expiration: revoked lease: lease_id=auth/token/create/h1",
-            parts: &[],
+            message: "revoked lease: lease_id=auth/token/create/h1",
+            parts: &[("logger", "expiration")],
         },
         Case {
             name: "Python logging",

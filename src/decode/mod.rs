@@ -138,12 +138,12 @@ impl TimeFrom {
             TimeFrom::Transport => "from the transport (Loki's entry timestamp)",
             TimeFrom::Line => "from the line's own timestamp",
             TimeFrom::Wrapper => "from the wrapper's timestamp",
-            TimeFrom::Previous => "none in the line: the stream's previous time (moves no clock)",
+            TimeFrom::Previous => "none in the line: the stream's previous time; it moves no clock",
             TimeFrom::Arrival => "none in the line: the arrival time",
             TimeFrom::Modified => {
-                "none in the line nor before it: the file's modification time (moves no clock)"
+                "none in the line nor before it: the file's modification time; it moves no clock"
             }
-            TimeFrom::None => "none in the line nor before it (moves no clock)",
+            TimeFrom::None => "none in the line nor before it; it moves no clock",
         }
     }
 }
@@ -171,8 +171,9 @@ pub struct Decoder {
     afters_possible: bool,
     /// Event time imposed by the transport for the current line.
     forced_time: Option<i64>,
-    /// The header of the current line (plain text formats).
-    header: Header,
+    /// The time and level the current line's header gave (plain text
+    /// formats; None for JSON and logfmt).
+    header: (Option<i64>, Option<Level>),
     /// Where the current line's time came from.
     time_from: TimeFrom,
     /// Spans of the fields found on the last prepared line.
@@ -214,7 +215,7 @@ impl Decoder {
             full_scanned: false,
             afters_possible: true,
             forced_time: None,
-            header: Header::default(),
+            header: (None, None),
             time_from: TimeFrom::None,
             spans: Vec::new(),
             time_slots: Vec::new(),
@@ -533,7 +534,7 @@ impl Decoder {
             time,
             prefiltered,
             format,
-            level: self.header.level,
+            level: self.header.1,
             time_from: self.time_from,
         })
     }
@@ -579,11 +580,16 @@ impl Decoder {
     /// names its format.
     fn read_header(&mut self, text: &str, reference: Reference) -> &'static str {
         let kind = payload::structured_kind(text);
-        self.header = match kind {
-            Some("json" | "logfmt") => Header::default(),
-            _ => header::read_at(text.trim_start(), reference),
+        let h: Header = match kind {
+            Some("json" | "logfmt") => {
+                self.header = (None, None);
+                return kind.unwrap_or("json");
+            }
+            Some(_) => header::console(text.trim_start()),
+            None => header::read_at(text.trim_start(), reference),
         };
-        kind.unwrap_or_else(|| payload::header_kind(&self.header))
+        self.header = (h.time, h.level);
+        kind.unwrap_or_else(|| payload::header_kind(&h))
     }
 
     /// The level of a prepared line: its level key (JSON, logfmt) or its
@@ -635,7 +641,7 @@ impl Decoder {
         } else if keyed {
             small_time(self)
         } else {
-            self.header.time.or_else(|| small_time(self))
+            self.header.0.or_else(|| small_time(self))
         };
         if own.is_none() && (keyed || memchr::memchr(b'=', text.as_bytes()).is_some()) {
             // Rarer time keys (journald's µs, events' lastTimestamp…).

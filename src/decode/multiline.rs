@@ -104,7 +104,7 @@ impl Decoder {
             time,
             prefiltered: None,
             format,
-            level: self.header.level,
+            level: self.header.1,
             time_from: self.time_from,
         })
     }

@@ -18,6 +18,10 @@ pub enum Level {
     Fatal,
 }
 
+const LOG: u64 = pack(b"log");
+const NOTE: u64 = pack(b"note");
+const CONFIG: u64 = pack(b"config");
+
 const fn pack(name: &[u8]) -> u64 {
     let mut buf = [0u8; 8];
     let mut i = 0;
@@ -61,9 +65,6 @@ fn word_packed(w: u64) -> Option<Level> {
     const INFO: u64 = pack(b"info");
     const INF: u64 = pack(b"inf");
     const NOTICE: u64 = pack(b"notice");
-    const NOTE: u64 = pack(b"note");
-    const LOG: u64 = pack(b"log");
-    const CONFIG: u64 = pack(b"config");
     const WARN: u64 = pack(b"warn");
     const WRN: u64 = pack(b"wrn");
     const WARNING: u64 = pack(b"warning");
@@ -141,11 +142,9 @@ impl Level {
                 _ => None,
             };
         }
-        // PostgreSQL's and MySQL's header words are no level values.
-        if matches_word(b, &[b"log", b"note", b"config"]) {
-            return None;
-        }
         match packed(b) {
+            // PostgreSQL's and MySQL's header words are no level values.
+            Some(LOG | NOTE | CONFIG) => None,
             Some(w) => word_packed(w),
             None => matches_word(b, &[b"information", b"informational"])
                 .then_some(Level::Info)

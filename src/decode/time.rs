@@ -14,6 +14,8 @@ pub const TIME_FIELDS: &[&str] = &[
     "eventTime",
     "lastTimestamp",
     "date",
+    // MongoDB: `"t":{"$date":"…"}`.
+    "$date",
 ];
 
 /// Nanoseconds in a second.
@@ -335,11 +337,18 @@ pub fn with_nearest_year(
     day: u32,
     clock: (u32, u32, u32, u32),
 ) -> Option<i64> {
+    const HALF_YEAR: i64 = 183 * 86_400 * NS;
     let y = year_of(reference);
-    [y - 1, y, y + 1]
-        .into_iter()
-        .filter_map(|y| from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3))
-        .min_by_key(|t| (t - reference).unsigned_abs())
+    let at = |y: i32| from_parts(y, month, day, clock.0, clock.1, clock.2, clock.3);
+    match at(y) {
+        // Within half a year: the reference's year (the common case,
+        // one calendar computation).
+        Some(t) if (t - reference).abs() <= HALF_YEAR => Some(t),
+        _ => [y - 1, y, y + 1]
+            .into_iter()
+            .filter_map(at)
+            .min_by_key(|t| (t - reference).unsigned_abs()),
+    }
 }
 
 /// Resolves a time of day without a date against a reference: the

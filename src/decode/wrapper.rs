@@ -129,7 +129,10 @@ pub fn stern_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
             rest,
         ));
     }
-    if is_dns_label(a) && looks_like_pod(b) && is_dns_label(c) {
+    // A namespace and a container name have letters: `2579921 node-140
+    // node status …` is a columnar record, not a prefix.
+    let lettered = |s: &str| s.bytes().any(|b| b.is_ascii_lowercase());
+    if is_dns_label(a) && lettered(a) && looks_like_pod(b) && is_dns_label(c) && lettered(c) {
         let rest = rest3.unwrap_or("");
         return Some((
             Prefix {
@@ -253,6 +256,8 @@ mod tests {
         assert!(stern_prefix("back-off restarting failed container").is_none());
         assert!(stern_prefix("could not register node: READONLY").is_none());
         assert!(stern_prefix("redis: 2024/05/01 12:00:03 pool.go:762: x").is_none());
+        // LogHub's HPC: id, node, component; not namespace, pod, container.
+        assert!(stern_prefix("2568643 node-70 action start 1074119817 1 x").is_none());
         assert_eq!(strip_ansi("\x1b[31mpod-abcde\x1b[0m c m"), "pod-abcde c m");
     }
 

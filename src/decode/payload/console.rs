@@ -16,7 +16,9 @@ pub(super) fn is_caller(s: &str) -> bool {
 }
 
 /// Whether a line starts like zap's console encoder: an RFC 3339 stamp
-/// with a `T`, then a tab or spaces and an upper-case level.
+/// with a `T`, a column gap (a tab, or two spaces and more when tabs were
+/// turned into spaces), an upper-case level and another column gap. One
+/// space is not zap's (Rust's tracing, Spring Boot: the header reader's).
 pub(super) fn looks_like_console(b: &[u8]) -> bool {
     if b.len() < 24 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
         return false;
@@ -25,21 +27,32 @@ pub(super) fn looks_like_console(b: &[u8]) -> bool {
         return false;
     };
     let rest = &b[sp..];
-    let from = rest
-        .iter()
-        .take_while(|c| **c == b' ' || **c == b'\t')
-        .count();
+    let from = column_gap(rest);
+    if from == 0 {
+        return false;
+    }
     let word = &rest[from..];
     let n = word.iter().take_while(|c| c.is_ascii_uppercase()).count();
     CONSOLE_LEVELS.iter().any(|l| l.as_bytes() == &word[..n])
-        && word.get(n).is_none_or(|c| *c == b' ' || *c == b'\t')
+        && (n == word.len() || column_gap(&word[n..]) > 0)
+}
+
+/// The length of a column gap at the start of `b`: a tab, or two spaces
+/// and more; 0 when there is none.
+fn column_gap(b: &[u8]) -> usize {
+    let n = b.iter().take_while(|c| **c == b' ' || **c == b'\t').count();
+    if n >= 2 || b.first() == Some(&b'\t') {
+        n
+    } else {
+        0
+    }
 }
 
 /// zap console: tab separated, or with the tabs turned into runs of spaces
 /// (as happens when lines are copied from a terminal).
 pub(super) fn decode_console(t: &str) -> Option<Payload> {
     let b = t.as_bytes();
-    if b.len() < 24 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
+    if !looks_like_console(b) {
         return None;
     }
     let (ts, rest) = t.split_once(['\t', ' '])?;

@@ -20,6 +20,11 @@ pub(super) fn decode_syslog(t: &str, h: &Header, reference: Reference) -> Payloa
         None => reference,
     };
     let mut p = decode_at(inner, inner_ref);
+    if matches!(p.format, Format::Text | Format::GoLog) && p.level.is_none() {
+        // The program's text has a stamp of its own but no level: the
+        // outer header is the line's (as the header reader reads it).
+        p = super::plain(inner, false);
+    }
     if matches!(p.format, Format::Plain | Format::Text) && !p.malformed {
         if p.format == Format::Plain {
             p.time = None;
@@ -42,6 +47,10 @@ pub(super) fn decode_syslog(t: &str, h: &Header, reference: Reference) -> Payloa
     }
     p.time = p.time.or(h.time);
     p.level = p.level.or(h.level);
+    if p.message.is_empty() && p.format == Format::Logfmt {
+        // Pairs without a message key: the pairs are the message.
+        p.message = inner.trim_end().to_string();
+    }
     p
 }
 

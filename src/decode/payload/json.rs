@@ -73,7 +73,11 @@ pub(super) fn decode_json(t: &str) -> Payload {
     let time = json_time(&fields).or(inner_time);
     let level = LEVEL_KEYS
         .iter()
-        .find_map(|k| fields.get(k).and_then(|v| Level::parse(&v)))
+        .find_map(|k| {
+            fields
+                .get(k)
+                .and_then(|v| crate::decode::severity::value(&v))
+        })
         .or(inner_level);
     // Kubernetes events carry their severity as type: Warning / Normal.
     let level = level.or_else(|| match fields.get("type").as_deref() {
@@ -101,4 +105,5 @@ fn json_time(fields: &Fields) -> Option<i64> {
     TIME_KEYS
         .iter()
         .find_map(|k| fields.get(k).and_then(|v| parse_any(&v)))
+        .or_else(|| fields.get("t.$date").and_then(|v| parse_any(&v)))
 }

@@ -1,6 +1,6 @@
 //! logfmt: `time=… level=info msg="…" key=value`, values bare or Go-quoted.
 
-use super::{Fields, Format, Level, Payload};
+use super::{Fields, Format, Payload};
 use crate::decode::quick::read_quoted;
 use crate::decode::time::parse_any;
 
@@ -30,7 +30,7 @@ pub(super) fn decode_logfmt(t: &str) -> Option<Payload> {
     };
     let message = get(&["msg", "message"]).unwrap_or_default();
     let time = get(&["ts", "time", "t", "timestamp"]).and_then(|v| parse_any(&v));
-    let level = get(&["level", "lvl", "severity"]).and_then(|v| Level::parse(&v));
+    let level = get(&["level", "lvl", "severity"]).and_then(|v| crate::decode::severity::value(&v));
     Some(Payload {
         format: Format::Logfmt,
         time,

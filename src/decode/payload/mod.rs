@@ -110,12 +110,16 @@ pub(super) const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"]
 /// `console` (zap's console encoder), from its first bytes; None for
 /// anything else.
 pub fn structured_kind(text: &str) -> Option<&'static str> {
-    let t = text.trim_start();
-    let b = t.as_bytes();
+    let b = text.as_bytes();
     match b.first() {
         None => return None,
         Some(b'{') => return Some("json"),
         _ => {}
+    }
+    let t = text.trim_start();
+    let b = t.as_bytes();
+    if b.first() == Some(&b'{') {
+        return Some("json");
     }
     if console::looks_like_console(b) {
         return Some("console");

@@ -4,7 +4,7 @@
 //! fields; a body that is itself JSON or logfmt is decoded as such, its
 //! own time and level preferred to the header's.
 
-use super::{header_fields, json, logfmt, Fields, Format, Level, Payload};
+use super::{header_fields, json, logfmt, Fields, Format, Payload};
 use crate::decode::header::{Header, Kind};
 use serde_json::Value;
 
@@ -39,20 +39,16 @@ pub(super) fn decode_text(t: &str, h: &Header) -> Payload {
         p.time = p.time.or(h.time);
         p.level = p.level.or(h.level);
         p.format = format;
+        if p.message.is_empty() {
+            // Pairs without a message key: the pairs are the message.
+            p.message = body.to_string();
+        }
         return p;
     }
-    // Go's `log` has no level: go-redis and friends say `failed`.
-    let level = h.level.or_else(|| {
-        (format == Format::GoLog && {
-            let lower = body.to_ascii_lowercase();
-            lower.contains("error") || lower.contains("failed")
-        })
-        .then_some(Level::Error)
-    });
     Payload {
         format,
         time: h.time,
-        level,
+        level: h.level,
         message: body.to_string(),
         fields: if pairs.is_empty() {
             Fields::None

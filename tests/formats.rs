@@ -1,0 +1,696 @@
+//! One row per log format family, through the decoder the pipeline uses:
+//! a real-shaped line (invented values), the event time it must get, its
+//! level, its message (the header gone) and some of its fields — in the
+//! manner of the aho-corasick crate's test tables. Lines are decoded one
+//! per fresh decoder whose input was modified at `MODIFIED`, which
+//! completes stamps without a year.
+
+use sigwatch::decode::time::{format_rfc3339, parse_rfc3339};
+use sigwatch::decode::{Decoder, KeyConfig, TimeFrom};
+use sigwatch::source::Source;
+
+const MODIFIED: &str = "2024-05-07T12:00:00Z";
+
+struct Row {
+    name: &'static str,
+    line: &'static str,
+    /// The event time (RFC 3339, ms).
+    time: &'static str,
+    level: Option<&'static str>,
+    message: &'static str,
+    fields: &'static [(&'static str, &'static str)],
+}
+
+const ROWS: &[Row] = &[
+    // Cloud-native services.
+    Row {
+        name: "zap JSON",
+        line: r#"{"level":"error","ts":1715079353.434,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_1"}"#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "failed to mark as draining",
+        fields: &[("nodeID", "ND_1")],
+    },
+    Row {
+        name: "zap console",
+        line: "2024-05-07T10:55:53.434Z\tWARN\tegress\tstats/monitor.go:246\tcpu check\t{\"nodeID\": \"NE_1\"}",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "cpu check",
+        fields: &[("nodeID", "NE_1"), ("logger", "egress")],
+    },
+    Row {
+        name: "logfmt (Prometheus, Loki, Grafana)",
+        line: r#"ts=2024-05-07T10:55:53.434Z caller=main.go:123 level=warn msg="WAL segment loaded" segment=12"#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "WAL segment loaded",
+        fields: &[("caller", "main.go:123"), ("segment", "12")],
+    },
+    Row {
+        name: "logfmt (containerd, Docker)",
+        line: r#"time="2024-05-07T10:55:53.434567890Z" level=error msg="failed to pull image" image="registry/app:1.2""#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "failed to pull image",
+        fields: &[("image", "registry/app:1.2")],
+    },
+    Row {
+        name: "klog",
+        line: r#"E0507 10:55:53.434567    1187 pod_workers.go:1298] "Error syncing pod, skipping" err="failed to \"StartContainer\"" pod="prod/api-0""#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Error syncing pod, skipping",
+        fields: &[("pod", "prod/api-0")],
+    },
+    Row {
+        name: "journal short (kubelet's klog inside)",
+        line: r#"May 07 10:55:53 node-a kubelet[1187]: I0507 10:55:53.434567    1187 prober.go:107] "Probe failed" probeType="Liveness""#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("info"),
+        message: "Probe failed",
+        fields: &[("host", "node-a"), ("program", "kubelet"), ("probeType", "Liveness")],
+    },
+    Row {
+        name: "syslog with an RFC 3339 stamp (rsyslog, journalctl -o short-iso)",
+        line: "2024-05-07T10:55:53.434567+00:00 node-a sshd[4242]: Accepted publickey for core from 10.0.0.5 port 52114 ssh2",
+        time: "2024-05-07T10:55:53.434Z",
+        level: None,
+        message: "Accepted publickey for core from 10.0.0.5 port 52114 ssh2",
+        fields: &[("host", "node-a"), ("program", "sshd"), ("pid", "4242")],
+    },
+    Row {
+        name: "syslog RFC 5424",
+        line: "<11>1 2024-05-07T10:55:53.434Z node-a app 4242 ID47 - connection refused by upstream",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "connection refused by upstream",
+        fields: &[("host", "node-a"), ("program", "app"), ("msgid", "ID47")],
+    },
+    Row {
+        name: "syslog RFC 3164 with a priority and no host",
+        line: "<134>May  7 10:55:53 haproxy[7]: 10.0.0.1:5000 [07/May/2024:10:55:53.434] fe be/srv 0/0/0/1/1 200 512",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("info"),
+        message: "10.0.0.1:5000 [07/May/2024:10:55:53.434] fe be/srv 0/0/0/1/1 200 512",
+        fields: &[("program", "haproxy"), ("pid", "7")],
+    },
+    Row {
+        name: "hclog (Vault, Consul, Nomad)",
+        line: "2024-05-07T10:55:53.434Z [ERROR] core: failed to acquire lock: error=\"context deadline exceeded\"",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "failed to acquire lock: error=\"context deadline exceeded\"",
+        fields: &[("logger", "core")],
+    },
+    Row {
+        name: "Calico felix",
+        line: "2024-05-07 10:55:53.434 [WARNING][606918] felix/route_table.go 902: Failed to get interface; assuming it's down ifaceName=\"cali12ab\"",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "Failed to get interface; assuming it's down ifaceName=\"cali12ab\"",
+        fields: &[("pid", "606918"), ("caller", "felix/route_table.go 902")],
+    },
+    Row {
+        name: "CoreDNS",
+        line: "[ERROR] plugin/errors: 2 example.internal. A: read udp 10.1.0.5:41234->10.0.0.10:53: i/o timeout",
+        time: "2024-05-07T12:00:00.000Z",
+        level: Some("error"),
+        message: "2 example.internal. A: read udp 10.1.0.5:41234->10.0.0.10:53: i/o timeout",
+        fields: &[("logger", "plugin/errors")],
+    },
+    Row {
+        name: "Istio / Envoy proxy (lower-case level, tab columns)",
+        line: "2024-05-07T10:55:53.434567Z\twarn\tads\tADS: \"10.1.0.7:41234\" sidecar~10.1.0.7 terminated",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "ADS: \"10.1.0.7:41234\" sidecar~10.1.0.7 terminated",
+        fields: &[("logger", "ads")],
+    },
+    Row {
+        name: "Envoy",
+        line: "[2024-05-07 10:55:53.434][12][warning][config] [source/common/config/grpc_stream.h:101] StreamAggregatedResources gRPC config stream closed: 14, no healthy upstream",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "StreamAggregatedResources gRPC config stream closed: 14, no healthy upstream",
+        fields: &[("caller", "source/common/config/grpc_stream.h:101")],
+    },
+    Row {
+        name: "nginx error log",
+        line: "2024/05/07 10:55:53 [error] 31#31: *4 connect() failed (111: Connection refused) while connecting to upstream, client: 10.1.0.9",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("error"),
+        message: "*4 connect() failed (111: Connection refused) while connecting to upstream, client: 10.1.0.9",
+        fields: &[("pid", "31")],
+    },
+    Row {
+        name: "nginx / ingress access log (common log format)",
+        line: "10.1.0.9 - - [07/May/2024:10:55:53 +0000] \"GET /healthz HTTP/1.1\" 503 190 \"-\" \"kube-probe/1.29\"",
+        time: "2024-05-07T10:55:53.000Z",
+        level: None,
+        message: "\"GET /healthz HTTP/1.1\" 503 190 \"-\" \"kube-probe/1.29\"",
+        fields: &[],
+    },
+    Row {
+        name: "Go log",
+        line: "2024/05/07 10:55:53 http: TLS handshake error from 10.1.0.9:52114: EOF",
+        time: "2024-05-07T10:55:53.000Z",
+        // Go's `log` writes no level; none is guessed from the words.
+        level: None,
+        message: "http: TLS handshake error from 10.1.0.9:52114: EOF",
+        fields: &[],
+    },
+    Row {
+        name: "go-redis (Go log behind a prefix)",
+        line: "redis: 2024/05/07 10:55:53 pool.go:762: redis: connection pool: failed to dial after 5 attempts: dial tcp 10.0.0.21:6379: connect: connection refused",
+        time: "2024-05-07T10:55:53.000Z",
+        level: None,
+        message: "redis: connection pool: failed to dial after 5 attempts: dial tcp 10.0.0.21:6379: connect: connection refused",
+        fields: &[("caller", "pool.go:762")],
+    },
+    Row {
+        name: "PostgreSQL",
+        line: "2024-05-07 10:55:53.434 UTC [61] FATAL:  the database system is starting up",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("fatal"),
+        message: "the database system is starting up",
+        fields: &[("pid", "61")],
+    },
+    Row {
+        name: "MySQL 8",
+        line: "2024-05-07T10:55:53.434567Z 0 [ERROR] [MY-010119] [Server] Aborting",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Aborting",
+        fields: &[],
+    },
+    Row {
+        name: "MariaDB",
+        line: "2024-05-07 10:55:53 0 [Note] mariadbd: ready for connections.",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("info"),
+        message: "ready for connections.",
+        fields: &[("logger", "mariadbd")],
+    },
+    Row {
+        name: "Redis server",
+        line: "1:M 07 May 2024 10:55:53.434 # Server initialized",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "Server initialized",
+        fields: &[],
+    },
+    Row {
+        name: "MongoDB (JSON)",
+        line: r#"{"t":{"$date":"2024-05-07T10:55:53.434+00:00"},"s":"I","c":"NETWORK","id":23016,"ctx":"listener","msg":"Waiting for connections"}"#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: None,
+        message: "Waiting for connections",
+        fields: &[("c", "NETWORK")],
+    },
+    Row {
+        name: "Kafka (bracketed log4j)",
+        line: "[2024-05-07 10:55:53,434] WARN [ReplicaFetcher replicaId=1, leaderId=0, fetcherId=0] Error in response for fetch request (kafka.server.ReplicaFetcherThread)",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "[ReplicaFetcher replicaId=1, leaderId=0, fetcherId=0] Error in response for fetch request (kafka.server.ReplicaFetcherThread)",
+        fields: &[],
+    },
+    Row {
+        name: "ZooKeeper",
+        line: "2024-05-07 10:55:53,434 [myid:1] - WARN  [QuorumPeer[myid=1](plain=0.0.0.0:2181):Follower@129] - Exception when following the leader",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "Exception when following the leader",
+        fields: &[],
+    },
+    Row {
+        name: "Elasticsearch / Logstash",
+        line: "[2024-05-07T10:55:53,434][WARN ][o.e.c.r.a.DiskThresholdMonitor] [es-0] high disk watermark [90%] exceeded on [abc][es-0]",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "high disk watermark [90%] exceeded on [abc][es-0]",
+        fields: &[("logger", "o.e.c.r.a.DiskThresholdMonitor")],
+    },
+    Row {
+        name: "Cassandra",
+        line: "WARN  [GossipTasks:1] 2024-05-07 10:55:53,434 FailureDetector.java:288 - Not marking nodes down due to local pause",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "Not marking nodes down due to local pause",
+        fields: &[("caller", "FailureDetector.java:288")],
+    },
+    Row {
+        name: "RabbitMQ",
+        line: "2024-05-07 10:55:53.434567+00:00 [error] <0.222.0> closing AMQP connection <0.345.0> (10.1.0.9:52114 -> 10.1.0.4:5672)",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "closing AMQP connection <0.345.0> (10.1.0.9:52114 -> 10.1.0.4:5672)",
+        fields: &[],
+    },
+    Row {
+        name: "ClickHouse",
+        line: "2024.05.07 10:55:53.434567 [ 1 ] {} <Error> Application: Connection refused",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Connection refused",
+        fields: &[("logger", "Application")],
+    },
+    Row {
+        name: "Fluent Bit",
+        line: "[2024/05/07 10:55:53] [error] [output:es:es.0] HTTP status=429 URI=/_bulk",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("error"),
+        message: "HTTP status=429 URI=/_bulk",
+        fields: &[("logger", "output:es:es.0")],
+    },
+    Row {
+        name: "Fluentd",
+        line: "2024-05-07 10:55:53 +0000 [warn]: #0 failed to flush the buffer. retry_times=3",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("warn"),
+        message: "#0 failed to flush the buffer. retry_times=3",
+        fields: &[],
+    },
+    Row {
+        name: "Spring Boot",
+        line: "2024-05-07T10:55:53.434+02:00 ERROR 1 --- [nio-8080-exec-1] o.a.c.c.C.[.[.[/].[dispatcherServlet]    : Servlet.service() threw exception",
+        time: "2024-05-07T08:55:53.434Z",
+        level: Some("error"),
+        message: "Servlet.service() threw exception",
+        fields: &[("thread", "nio-8080-exec-1")],
+    },
+    Row {
+        name: "logback default",
+        line: "10:55:53.434 [main] ERROR com.example.Billing - payment provider unavailable",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "payment provider unavailable",
+        fields: &[("thread", "main"), ("logger", "com.example.Billing")],
+    },
+    Row {
+        name: "Keycloak / Quarkus",
+        line: "2024-05-07 10:55:53,434 WARN  [org.keycloak.events] (executor-thread-1) type=LOGIN_ERROR, realmId=master, error=invalid_user_credentials",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "(executor-thread-1) type=LOGIN_ERROR, realmId=master, error=invalid_user_credentials",
+        fields: &[("logger", "org.keycloak.events")],
+    },
+    Row {
+        name: "Tomcat (java.util.logging)",
+        line: "07-May-2024 10:55:53.434 SEVERE [main] org.apache.catalina.core.StandardService.startInternal Failed to start connector",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Failed to start connector",
+        fields: &[("thread", "main"), ("logger", "org.apache.catalina.core.StandardService.startInternal")],
+    },
+    Row {
+        name: "Jenkins",
+        line: "2024-05-07 10:55:53.434+0000 [id=22]\tWARNING\thudson.model.UpdateCenter#updateDefaultSite: Upgrading Jenkins. Failed to update the default Update Site",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "Upgrading Jenkins. Failed to update the default Update Site",
+        fields: &[("thread", "id=22")],
+    },
+    Row {
+        name: "Python logging",
+        line: "2024-05-07 10:55:53,434 - worker.tasks - ERROR - task 17 failed: timeout",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "task 17 failed: timeout",
+        fields: &[("logger", "worker.tasks")],
+    },
+    Row {
+        name: "gunicorn",
+        line: "[2024-05-07 10:55:53 +0000] [7] [CRITICAL] WORKER TIMEOUT (pid:12)",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("fatal"),
+        message: "WORKER TIMEOUT (pid:12)",
+        fields: &[("pid", "7")],
+    },
+    Row {
+        name: "uvicorn",
+        line: "ERROR:    Exception in ASGI application",
+        time: "2024-05-07T12:00:00.000Z",
+        level: Some("error"),
+        message: "Exception in ASGI application",
+        fields: &[],
+    },
+    Row {
+        name: "Celery",
+        line: "[2024-05-07 10:55:53,434: ERROR/ForkPoolWorker-2] Task app.tasks.send[9a1] raised unexpected: ConnectionError()",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Task app.tasks.send[9a1] raised unexpected: ConnectionError()",
+        fields: &[("logger", "ForkPoolWorker-2")],
+    },
+    Row {
+        name: "Airflow",
+        line: "[2024-05-07T10:55:53.434+0000] {taskinstance.py:2731} ERROR - Task failed with exception",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Task failed with exception",
+        fields: &[],
+    },
+    Row {
+        name: "Rust tracing",
+        line: "2024-05-07T10:55:53.434567Z ERROR vector::sinks::http: Service call failed. error=Timeout",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Service call failed. error=Timeout",
+        fields: &[("logger", "vector::sinks::http")],
+    },
+    Row {
+        name: "Rust env_logger",
+        line: "[2024-05-07T10:55:53Z WARN  myapp::db] pool exhausted, waiting",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("warn"),
+        message: "pool exhausted, waiting",
+        fields: &[("logger", "myapp::db")],
+    },
+    Row {
+        name: "Ruby Logger",
+        line: "E, [2024-05-07T10:55:53.434123 #1] ERROR -- sidekiq: job failed: Redis::TimeoutError",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "job failed: Redis::TimeoutError",
+        fields: &[("logger", "sidekiq")],
+    },
+    Row {
+        name: "Node winston",
+        line: "error: ECONNREFUSED 10.0.0.21:6379 {\"service\":\"api\"}",
+        time: "2024-05-07T12:00:00.000Z",
+        level: Some("error"),
+        message: "ECONNREFUSED 10.0.0.21:6379 {\"service\":\"api\"}",
+        fields: &[],
+    },
+    Row {
+        name: "PHP-FPM",
+        line: "[07-May-2024 10:55:53] WARNING: [pool www] server reached pm.max_children setting (5), consider raising it",
+        time: "2024-05-07T10:55:53.000Z",
+        level: Some("warn"),
+        message: "[pool www] server reached pm.max_children setting (5), consider raising it",
+        fields: &[],
+    },
+    Row {
+        name: "Elixir / Erlang",
+        line: "10:55:53.434 [error] GenServer MyApp.Cache terminating",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "GenServer MyApp.Cache terminating",
+        fields: &[],
+    },
+    Row {
+        name: "AWS Lambda",
+        line: "2024-05-07T10:55:53.434Z\t6d5ab2f2-7c1a-4b3e-9d2f-0a1b2c3d4e5f\tERROR\tInvoke Error",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "Invoke Error",
+        fields: &[],
+    },
+    Row {
+        name: "supervisord",
+        line: "2024-05-07 10:55:53,434 WARN exited: worker (exit status 1; not expected)",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "exited: worker (exit status 1; not expected)",
+        fields: &[],
+    },
+    Row {
+        name: "a Go panic",
+        line: "panic: runtime error: invalid memory address or nil pointer dereference",
+        time: "2024-05-07T12:00:00.000Z",
+        level: Some("fatal"),
+        message: "panic: runtime error: invalid memory address or nil pointer dereference",
+        fields: &[],
+    },
+    // The families of LogHub (logpai/loghub), with other values.
+    Row {
+        name: "Hadoop / log4j",
+        line: "2015-10-18 18:01:50,353 WARN [main] org.apache.hadoop.hdfs.LeaseRenewer: Failed to renew lease for [DFSClient_NONMAPREDUCE_1537864556_1] for 30 seconds",
+        time: "2015-10-18T18:01:50.353Z",
+        level: Some("warn"),
+        message: "Failed to renew lease for [DFSClient_NONMAPREDUCE_1537864556_1] for 30 seconds",
+        fields: &[("thread", "main"), ("logger", "org.apache.hadoop.hdfs.LeaseRenewer")],
+    },
+    Row {
+        name: "HDFS",
+        line: "081109 214043 2561 WARN dfs.DataNode$DataXceiver: 10.251.30.6:50010:Got exception while serving blk_-2918118818249673980 to /10.251.90.64:",
+        time: "2008-11-09T21:40:43.000Z",
+        level: Some("warn"),
+        message: "10.251.30.6:50010:Got exception while serving blk_-2918118818249673980 to /10.251.90.64:",
+        fields: &[("pid", "2561"), ("logger", "dfs.DataNode$DataXceiver")],
+    },
+    Row {
+        name: "Spark",
+        line: "17/06/09 20:11:11 ERROR executor.Executor: Exception in task 1.0 in stage 2.0 (TID 9)",
+        time: "2017-06-09T20:11:11.000Z",
+        level: Some("error"),
+        message: "Exception in task 1.0 in stage 2.0 (TID 9)",
+        fields: &[("logger", "executor.Executor")],
+    },
+    Row {
+        name: "Android logcat",
+        line: "03-17 16:15:02.111  2227  2227 E AndroidRuntime: FATAL EXCEPTION: main",
+        time: "2024-03-17T16:15:02.111Z",
+        level: Some("error"),
+        message: "FATAL EXCEPTION: main",
+        fields: &[("pid", "2227"), ("logger", "AndroidRuntime")],
+    },
+    Row {
+        name: "Apache error log",
+        line: "[Sun Dec 04 07:18:00 2005] [error] mod_jk child workerEnv in error state 7",
+        time: "2005-12-04T07:18:00.000Z",
+        level: Some("error"),
+        message: "mod_jk child workerEnv in error state 7",
+        fields: &[],
+    },
+    Row {
+        name: "BGL",
+        line: "- 1117869872 2005.06.04 R23-M1-N8-I:J18-U11 2005-06-04-00.24.32.432192 R23-M1-N8-I:J18-U11 RAS KERNEL FATAL data storage interrupt",
+        time: "2005-06-04T07:24:32.000Z",
+        level: Some("fatal"),
+        message: "data storage interrupt",
+        fields: &[],
+    },
+    Row {
+        name: "HPC",
+        line: "460903 node-128 unix.hw state_change.available 1084680778 1 Component State Change: Component \\042alt0\\042 is in the available state (HWID=2752)",
+        time: "2004-05-16T04:12:58.000Z",
+        level: None,
+        message: "Component State Change: Component \\042alt0\\042 is in the available state (HWID=2752)",
+        fields: &[],
+    },
+    Row {
+        name: "HealthApp",
+        line: "20171224-0:0:0:216|Step_StandStepDataManager|30002312|theDayChanged 1514044800216",
+        time: "2017-12-24T00:00:00.216Z",
+        level: None,
+        message: "theDayChanged 1514044800216",
+        fields: &[("logger", "Step_StandStepDataManager"), ("pid", "30002312")],
+    },
+    Row {
+        name: "Linux syslog",
+        line: "Jun 15 12:12:34 combo ftpd[24085]: connection from 207.30.238.8 (host8.topspot.net) at Wed Jun 15 12:12:34 2005",
+        time: "2023-06-15T12:12:34.000Z",
+        level: None,
+        message: "connection from 207.30.238.8 (host8.topspot.net) at Wed Jun 15 12:12:34 2005",
+        fields: &[("host", "combo"), ("program", "ftpd"), ("pid", "24085")],
+    },
+    Row {
+        name: "Thunderbird",
+        line: "- 1131566461 2005.11.09 dn228 Nov 9 12:01:01 dn228/dn228 crond(pam_unix)[2915]: session opened for user root by (uid=0)",
+        time: "2005-11-09T20:01:01.000Z",
+        level: None,
+        message: "session opened for user root by (uid=0)",
+        fields: &[("program", "crond(pam_unix)")],
+    },
+    Row {
+        name: "OpenStack",
+        line: "nova-compute.log.1.2017-05-16_13:55:31 2017-05-16 00:00:04.500 2931 INFO nova.compute.manager [req-3ea4052c-895d - - - - -] [instance: b9000564-fe1a] VM Started (Lifecycle Event)",
+        time: "2017-05-16T00:00:04.500Z",
+        level: Some("info"),
+        message: "[instance: b9000564-fe1a] VM Started (Lifecycle Event)",
+        fields: &[("logger", "nova.compute.manager"), ("pid", "2931")],
+    },
+    Row {
+        name: "Proxifier",
+        line: "[10.30 16:49:07] chrome.exe - proxy.cse.cuhk.edu.hk:5070 close, 0 bytes sent, 0 bytes received, lifetime <1 sec",
+        time: "2023-10-30T16:49:07.000Z",
+        level: None,
+        message: "proxy.cse.cuhk.edu.hk:5070 close, 0 bytes sent, 0 bytes received, lifetime <1 sec",
+        fields: &[("logger", "chrome.exe")],
+    },
+    Row {
+        name: "Windows CBS",
+        line: "2016-09-28 04:30:31, Info                  CSI    00000001@2016/9/27:20:30:31.455 WcpInitialize (wcp.dll version 0.0.0.6) called",
+        time: "2016-09-28T04:30:31.000Z",
+        level: Some("info"),
+        message: "00000001@2016/9/27:20:30:31.455 WcpInitialize (wcp.dll version 0.0.0.6) called",
+        fields: &[("logger", "CSI")],
+    },
+    // Wrappers in front of all of it.
+    Row {
+        name: "kubectl logs --timestamps, JSON",
+        line: r#"2024-05-07T10:55:53.500000001Z {"level":"error","ts":1715079353.434,"msg":"egress_failed","nodeID":"NE_2"}"#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "egress_failed",
+        fields: &[("nodeID", "NE_2")],
+    },
+    Row {
+        name: "kubectl logs --timestamps, plain text",
+        line: "2024-05-07T10:55:53.500000001Z could not register node: READONLY You can't write against a read only replica.",
+        time: "2024-05-07T10:55:53.500Z",
+        level: None,
+        message: "could not register node: READONLY You can't write against a read only replica.",
+        fields: &[],
+    },
+    Row {
+        name: "kubectl logs --timestamps --prefix, log4j",
+        line: "[pod/kafka-0/kafka] 2024-05-07T10:55:53.500000001Z [2024-05-07 10:55:53,434] ERROR [Controller id=0] Error while electing leader (kafka.controller.KafkaController)",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("error"),
+        message: "[Controller id=0] Error while electing leader (kafka.controller.KafkaController)",
+        fields: &[],
+    },
+    Row {
+        name: "stern --timestamps (short), JSON",
+        line: r#"api-7c9d8f6b5-x2x7q api 05-07 12:55:53 {"level":"warn","time":"2024-05-07T10:55:53.434Z","msg":"slow query"}"#,
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "slow query",
+        fields: &[],
+    },
+    Row {
+        name: "CRI, klog inside",
+        line: "2024-05-07T10:55:53.500000001Z stderr F W0507 10:55:53.434567       1 reflector.go:539] failed to list *v1.Pod: context deadline exceeded",
+        time: "2024-05-07T10:55:53.434Z",
+        level: Some("warn"),
+        message: "failed to list *v1.Pod: context deadline exceeded",
+        fields: &[],
+    },
+];
+
+#[test]
+fn every_family_decodes_to_its_time_level_message_and_fields() {
+    let keys = KeyConfig::default();
+    let mut source = Source::named("formats.log");
+    source.modified = parse_rfc3339(MODIFIED);
+    let mut failures = Vec::new();
+    for row in ROWS {
+        let mut d = Decoder::new(&keys, false);
+        let Some(p) = d.prepare(&source, row.line, None) else {
+            failures.push(format!("{}: held", row.name));
+            continue;
+        };
+        let level = d.level(&p).map(|l| l.as_str());
+        let event = d.event(&p);
+        let time = format_rfc3339(p.time);
+        let mut wrong = Vec::new();
+        if time != row.time {
+            wrong.push(format!(
+                "time {time} ({:?}), want {}",
+                p.time_from, row.time
+            ));
+        }
+        if level != row.level {
+            wrong.push(format!("level {level:?}, want {:?}", row.level));
+        }
+        if event.level.map(|l| l.as_str()) != level {
+            wrong.push(format!(
+                "the event's level {:?} is not the level reader's {level:?}",
+                event.level
+            ));
+        }
+        if event.message != row.message {
+            wrong.push(format!(
+                "message {:?}\n      want    {:?}",
+                event.message, row.message
+            ));
+        }
+        for (k, v) in row.fields {
+            let got = event.get(k);
+            if got.as_deref() != Some(*v) {
+                wrong.push(format!("field {k} = {got:?}, want {v:?}"));
+            }
+        }
+        if !wrong.is_empty() {
+            failures.push(format!(
+                "{}:\n    {}\n    {}",
+                row.name,
+                row.line,
+                wrong.join("\n    ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows:\n{}",
+        failures.len(),
+        ROWS.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_stamp_without_a_year_takes_it_from_the_line_before_not_the_clock() {
+    let keys = KeyConfig::default();
+    let source = Source::named("s");
+    let mut d = Decoder::new(&keys, false);
+    // No modification time, no arrival: the first line's year comes from
+    // nowhere, the second's from the first.
+    let first = d
+        .prepare(
+            &source,
+            r#"{"ts":1735689590.5,"msg":"before new year"}"#,
+            None,
+        )
+        .unwrap()
+        .time;
+    assert_eq!(format_rfc3339(first), "2024-12-31T23:59:50.500Z");
+    let p = d
+        .prepare(
+            &source,
+            "Jan  1 00:00:07 node-a app[1]: after new year",
+            None,
+        )
+        .unwrap();
+    assert_eq!(format_rfc3339(p.time), "2025-01-01T00:00:07.000Z");
+    assert_eq!(p.time_from, TimeFrom::Line);
+    // Without anything before it, a year-less stamp gives no time: the
+    // line is untimed rather than timed by the wall clock.
+    let mut fresh = Decoder::new(&keys, false);
+    let p = fresh
+        .prepare(
+            &Source::named("t"),
+            "Jan  1 00:00:07 node-a app[1]: x",
+            None,
+        )
+        .unwrap();
+    assert_eq!(p.time_from, TimeFrom::None);
+    assert_eq!(fresh.stats().untimed, 1);
+}
+
+#[test]
+fn lines_without_a_time_are_counted_one_by_one_and_inherit_their_streams() {
+    let keys = KeyConfig::default();
+    let mut source = Source::named("s");
+    source.modified = parse_rfc3339(MODIFIED);
+    let mut d = Decoder::new(&keys, false);
+    let p = d.prepare(&source, "starting worker", None).unwrap();
+    assert_eq!(p.time_from, TimeFrom::Modified);
+    assert_eq!(format_rfc3339(p.time), "2024-05-07T12:00:00.000Z");
+    let t = d
+        .prepare(&source, "2024-05-06 08:00:00,000 INFO ready", None)
+        .unwrap();
+    assert_eq!(t.time_from, TimeFrom::Line);
+    for _ in 0..3 {
+        let p = d.prepare(&source, "still working", None).unwrap();
+        assert_eq!(p.time_from, TimeFrom::Previous);
+        assert_eq!(format_rfc3339(p.time), "2024-05-06T08:00:00.000Z");
+    }
+    assert_eq!(d.stats().untimed, 4);
+    assert_eq!(d.stats().formats.text, 1);
+    assert_eq!(d.stats().formats.plain, 4);
+}
