@@ -959,6 +959,9 @@ fn month_first(b: &[u8], i: usize, mo: u32) -> Option<Stamp> {
 // ---------------------------------------------------------------------
 // The walk
 
+/// A byte range of the line.
+type Span = (usize, usize);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Last {
     Start,
@@ -1623,7 +1626,7 @@ impl<'b> Walker<'b> {
 
     /// A stamp at `i`, bracketed or not: (stamp, end of the element, the
     /// logger named inside the bracket after the stamp, if any).
-    fn stamp_here(&self, i: usize) -> Option<(Stamp, usize, Option<(usize, usize)>)> {
+    fn stamp_here(&self, i: usize) -> Option<(Stamp, usize, Option<Span>)> {
         let b = self.b;
         let first = self.tokens <= 1 && self.committed == 0 && !self.has_pending;
         if b[i] != b'[' {
