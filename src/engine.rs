@@ -1030,6 +1030,7 @@ impl Engine {
             self.watermark = self.watermark.max(m);
             self.tick(self.watermark, out);
         }
+        self.decoder.log_input_hints();
     }
 }
 

@@ -1,6 +1,7 @@
 //! The block pipeline is the line pipeline, faster. Every fixture, in every
 //! wrapper sigwatch reads (kubectl and stern prefixes, stern's colours,
-//! CRLF, CRI with partial lines, Docker json-file, Fluent Bit envelopes,
+//! CRLF, `kubectl --timestamps`, CRI with partial lines, Docker json-file,
+//! Fluent Bit envelopes,
 //! several producers on one stream), gives exactly the same notifications
 //! and counters whether its lines are pushed one by one (each scanned on
 //! its own) or in blocks cut at arbitrary lines with the block scan's
@@ -119,6 +120,13 @@ fn variants(lines: &[String]) -> Vec<(&'static str, Vec<String>)> {
             }),
         ),
         ("crlf", map(&|l| format!("{l}\r"))),
+        (
+            "kubectl --timestamps",
+            map(&|l| match prefix(l) {
+                Some((p, c, b)) => format!("[pod/{p}/{c}] 2025-07-16T12:00:00.000000001Z {b}"),
+                None => format!("2025-07-16T12:00:00.000000001Z {l}"),
+            }),
+        ),
         (
             "cri",
             map(&|l| format!("2025-07-16T12:00:00.000000001Z stdout F {l}")),

@@ -694,3 +694,43 @@ fn lines_without_a_time_are_counted_one_by_one_and_inherit_their_streams() {
     assert_eq!(d.stats().formats.text, 1);
     assert_eq!(d.stats().formats.plain, 4);
 }
+
+#[test]
+fn replay_takes_the_year_from_the_files_modification_time_and_rolls_over_new_year() {
+    // A syslog file written across New Year, modified on 2 January: its
+    // December lines are in the year before, its January lines in that
+    // year — whatever today's date is.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("messages");
+    std::fs::write(
+        &path,
+        "Dec 31 23:59:58 node-a app[1]: ERROR disk /data full\n\
+         Jan  1 00:00:03 node-a app[1]: ERROR disk /data full\n",
+    )
+    .unwrap();
+    let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_735_776_000); // 2025-01-02
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+        .args(["templates", "--json", "--log-level", "error"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["first_seen"], "2024-12-31T23:59:58.000Z");
+    assert_eq!(rows[0]["last_seen"], "2025-01-01T00:00:03.000Z");
+    assert_eq!(rows[0]["count"], 2);
+}

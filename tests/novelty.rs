@@ -348,3 +348,69 @@ fn templates_lists_the_mined_templates_per_level() {
         assert_eq!(v["level"], "error", "{v}");
     }
 }
+
+#[test]
+fn untimed_lines_of_another_file_neither_start_learning_nor_page() {
+    // `sigwatch replay control-day.log other-system.log`, the second file's
+    // lines carrying a level but no time: they sort first, and must not
+    // start the learning period in 1970 (which ended it before the control
+    // day began, so the control day paged for its own errors).
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other-system.log");
+    let mut f = std::fs::File::create(&other).unwrap();
+    for i in 0..40 {
+        writeln!(f, "ERROR disk controller reset on bay {}", i % 4).unwrap();
+        writeln!(f, "WARN fan {i} speed low").unwrap();
+    }
+    drop(f);
+    let out = Command::new(BIN)
+        .args(["replay", "--log-level", "error"])
+        .arg(fixture("control-day.log"))
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let alerts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(alerts.is_empty(), "{alerts:#?}");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("time span  2025-08-03T12:00:00.000Z → 2025-08-03T12:59:59.924Z"),
+        "{summary}"
+    );
+    // Counted one by one: the 80 lines of the other file and the control
+    // day's own three.
+    assert!(summary.contains("untimed 83"), "{summary}");
+}
+
+#[test]
+fn a_file_without_times_says_so_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("stderr.log");
+    std::fs::write(
+        &f,
+        "starting\nERROR cannot open /data: permission denied\nexiting\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["replay", "--log-level", "error"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("time span  (no line had a time of its own)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("note       3 of 3 lines have no time of their own"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("note       2 of 3 lines are in no format sigwatch reads"),
+        "{summary}"
+    );
+}

@@ -191,6 +191,9 @@ fn summary(
                 crate::decode::time::format_rfc3339(b)
             );
         }
+        None if lines > 0 => {
+            let _ = writeln!(o, "time span  (no line had a time of its own)");
+        }
         None => {
             let _ = writeln!(o, "time span  (no events)");
         }
@@ -212,6 +215,9 @@ fn summary(
         }
     );
     let d = &s.decode;
+    for h in d.input_hints() {
+        let _ = writeln!(o, "note       {h}");
+    }
     let drops: Vec<String> = [
         ("truncated", crate::stats::truncated_lines()),
         ("malformed", d.malformed),

@@ -200,7 +200,7 @@ pub fn read_at(text: &str, reference: Reference) -> Header {
 /// (RFC 3339, or `MM-DD HH:MM:SS` when short) put one before each line:
 /// its time (None when it needs a reference and has none) and where the
 /// rest starts. Whether the stamp is a wrapper or the line's own header
-/// depends on the rest; the decoder decides.
+/// depends on the rest; the decoder decides (`Decoder::peel_stamp`).
 pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, usize)> {
     let b = text.as_bytes();
     let iso = b.len() > 20 && b[4] == b'-' && b[7] == b'-' && matches!(b[10], b'T' | b' ');
@@ -213,10 +213,7 @@ pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, u
         return None;
     }
     let st = stamp_at(b, 0, false)?;
-    if !st.has_time()
-        || b.get(st.end) != Some(&b' ')
-        || b.get(st.end + 1).is_none_or(|c| is_space(*c))
-    {
+    if !st.has_time() || b.get(st.end) != Some(&b' ') {
         return None;
     }
     Some((st.resolve(reference), st.end + 1))

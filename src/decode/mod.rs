@@ -42,6 +42,10 @@ pub const MAX_PARTIAL_BYTES: usize = crate::source::MAX_LINE_BYTES;
 /// Most streams whose context (sticky fields, partials) is remembered.
 pub const MAX_STREAMS: usize = 16_384;
 
+/// Lines read before the decoder says what it made of the input's
+/// formats (see [`Decoder::log_input_hints`]).
+pub const HINT_AFTER_LINES: u64 = 1000;
+
 /// Earliest plausible event time: 2000-01-01 (ns).
 pub const SANE_TIME_MIN: i64 = 946_684_800 * time::NS;
 /// Latest plausible event time: 2200-01-01 (ns).
@@ -189,6 +193,8 @@ pub struct Decoder {
     last_time: Option<i64>,
     live: bool,
     stats: DecodeStats,
+    /// The input hints were logged.
+    hinted: bool,
 }
 
 impl Decoder {
@@ -226,6 +232,7 @@ impl Decoder {
             last_time: None,
             live,
             stats: DecodeStats::default(),
+            hinted: false,
         };
         decoder.rekey(keys, group_keys);
         decoder
@@ -326,6 +333,19 @@ impl Decoder {
     /// Counters.
     pub fn stats(&self) -> &DecodeStats {
         &self.stats
+    }
+
+    /// Logs, once, what the input so far says about its formats (most
+    /// lines plain text, most without a time): after the first
+    /// [`HINT_AFTER_LINES`] lines, or at the end of a shorter input.
+    pub fn log_input_hints(&mut self) {
+        if self.hinted {
+            return;
+        }
+        self.hinted = true;
+        for h in self.stats.input_hints() {
+            tracing::warn!("Input: {h}.");
+        }
     }
 
     /// Latest event time seen on any stream.
@@ -481,11 +501,12 @@ impl Decoder {
                 (content, wrapper_time)
             }
         };
-        let text = self.reassemble_block(sid, text)?;
         let reference = self.reference(sid, wrapper_time, arrival, source);
         // `kubectl logs --timestamps` and `stern --timestamps` put a stamp
-        // before a line that has its own: a wrapper like CRI's.
-        let (text, wrapper_time) = match (wrapped, self.peel_stamp(&text, reference)) {
+        // before a line that has its own: a wrapper like CRI's (before
+        // every line of a pretty-printed object too).
+        let in_block = self.slab.get(sid).is_some_and(|s| s.block.is_some());
+        let (text, wrapper_time) = match (wrapped, self.peel_stamp(&text, reference, in_block)) {
             (false, Some((t, at))) => {
                 self.stats.formats.stamped += 1;
                 let rest = match text {
@@ -496,8 +517,12 @@ impl Decoder {
             }
             _ => (text, wrapper_time),
         };
+        let text = self.reassemble_block(sid, text)?;
         let format = self.read_header(&text, reference);
         self.stats.formats.add(format);
+        if self.stats.lines == HINT_AFTER_LINES {
+            self.log_input_hints();
+        }
         // The block scan's findings apply when the text is a slice of the
         // raw line (no colour codes removed, no unescaping, no joining).
         let mut prefiltered = None;
@@ -566,9 +591,20 @@ impl Decoder {
     /// A leading stamp to peel off as a wrapper: one followed by a single
     /// space and a line that is structured or has a time of its own. Its
     /// time and where the rest starts.
-    fn peel_stamp(&self, text: &str, reference: Reference) -> Option<(Option<i64>, usize)> {
+    fn peel_stamp(
+        &self,
+        text: &str,
+        reference: Reference,
+        in_block: bool,
+    ) -> Option<(Option<i64>, usize)> {
         let (time, at) = header::leading_stamp(text, reference)?;
         let rest = &text[at..];
+        if in_block {
+            return Some((time, at));
+        }
+        if rest.starts_with([' ', '\t']) {
+            return None;
+        }
         let structured = matches!(
             payload::structured_kind(rest),
             Some("json" | "logfmt" | "console")

@@ -62,6 +62,29 @@ pub struct FormatCounts {
     pub plain: u64,
 }
 
+impl DecodeStats {
+    /// What a user should hear about the input so far, once: when most
+    /// lines are in no format sigwatch reads, or carry no time of their
+    /// own. None when neither is the case.
+    pub fn input_hints(&self) -> Vec<String> {
+        let mut hints = Vec::new();
+        let lines = self.lines.max(1);
+        if self.formats.plain * 2 > lines {
+            hints.push(format!(
+                "{} of {} lines are in no format sigwatch reads (no time, no level, no fields; rules still match their text): try a few with `sigwatch explain`",
+                self.formats.plain, self.lines
+            ));
+        }
+        if self.untimed * 2 > lines {
+            hints.push(format!(
+                "{} of {} lines have no time of their own: each took its stream's previous time (or the file's modification time) and moved no clock, so windows and `for:` see them as one instant",
+                self.untimed, self.lines
+            ));
+        }
+        hints
+    }
+}
+
 impl FormatCounts {
     pub(super) fn add(&mut self, format: &str) {
         match format {
