@@ -102,6 +102,21 @@ fn egress_black_hole() {
 }
 
 #[test]
+fn the_same_incidents_fetched_with_kubectl_logs_timestamps() {
+    // The fixtures as `kubectl logs --timestamps` prints them (see
+    // fixtures/gen.py): the same alerts, and a quiet quiet day.
+    check("livekit-redis-outage-timestamps.log");
+    check("egress-black-hole-timestamps.log");
+    let (out, stats) = replay_lines(&lines_of("control-day-timestamps.log"));
+    assert!(out.is_empty(), "{:#?}", set_of(&out));
+    assert!(
+        stats.decode.formats.stamped > 5000,
+        "{:?}",
+        stats.decode.formats
+    );
+}
+
+#[test]
 fn k8s_liveness_cascade() {
     check("k8s-liveness-cascade.log");
 }

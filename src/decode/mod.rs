@@ -506,17 +506,24 @@ impl Decoder {
         // before a line that has its own: a wrapper like CRI's (before
         // every line of a pretty-printed object too).
         let in_block = self.slab.get(sid).is_some_and(|s| s.block.is_some());
-        let (text, wrapper_time) = match (wrapped, self.peel_stamp(&text, reference, in_block)) {
-            (false, Some((t, at))) => {
-                self.stats.formats.stamped += 1;
-                let rest = match text {
+        let (mut text, mut wrapper_time) = (text, wrapper_time);
+        if !wrapped {
+            // Twice at most: `kubectl --timestamps` over a line that
+            // `docker logs -t` or a shipper stamped already.
+            for n in 0..2 {
+                let Some((t, at)) = self.peel_stamp(&text, reference, in_block) else {
+                    break;
+                };
+                if n == 0 {
+                    self.stats.formats.stamped += 1;
+                }
+                text = match text {
                     Cow::Borrowed(b) => Cow::Borrowed(&b[at..]),
                     Cow::Owned(o) => Cow::Owned(o[at..].to_string()),
                 };
-                (rest, t.or(wrapper_time))
+                wrapper_time = wrapper_time.or(t);
             }
-            _ => (text, wrapper_time),
-        };
+        }
         let text = self.reassemble_block(sid, text)?;
         let format = self.read_header(&text, reference);
         self.stats.formats.add(format);
