@@ -202,12 +202,11 @@ pub fn read_at(text: &str, reference: Reference) -> Header {
 /// rest starts. Whether the stamp is a wrapper or the line's own header
 /// depends on the rest; the decoder decides (`Decoder::peel_stamp`).
 pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, usize)> {
-    let b = text.as_bytes();
-    let iso = b.len() > 20 && b[4] == b'-' && b[7] == b'-' && matches!(b[10], b'T' | b' ');
-    let short = b.len() > 15 && b[2] == b'-' && b[5] == b' ' && b[8] == b':';
-    if !(iso || short) {
+    if !may_lead_with_stamp(text) {
         return None;
     }
+    let b = text.as_bytes();
+    let iso = b[4] == b'-';
     // zap's console encoder: a tab after the stamp, not a wrapper.
     if iso && b[10] == b'T' && memchr::memchr2(b' ', b'\t', b).is_some_and(|i| b[i] == b'\t') {
         return None;
@@ -217,6 +216,15 @@ pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, u
         return None;
     }
     Some((st.resolve(reference), st.end + 1))
+}
+
+/// Whether `text` starts with the shape of a [`leading_stamp`]: an RFC
+/// 3339 date and time, or stern's short `MM-DD HH:MM:SS` (a cheap test
+/// of a few bytes).
+pub fn may_lead_with_stamp(text: &str) -> bool {
+    let b = text.as_bytes();
+    (b.len() > 20 && b[4] == b'-' && b[7] == b'-' && matches!(b[10], b'T' | b' '))
+        || (b.len() > 15 && b[2] == b'-' && b[5] == b' ' && b[8] == b':')
 }
 
 /// The header of a zap console line (`2024-05-01T12:00:00.553Z\tERROR\t…`,
@@ -1103,6 +1111,8 @@ fn source_file(f: &[u8]) -> bool {
     };
     let ext = &f[dot + 1..];
     dot > 0
+        && (1..=6).contains(&ext.len())
+        && ext[0].is_ascii_alphabetic()
         && SOURCE_EXTENSIONS
             .iter()
             .any(|e| e.eq_ignore_ascii_case(ext))

@@ -501,17 +501,21 @@ impl Decoder {
                 (content, wrapper_time)
             }
         };
-        let reference = self.reference(sid, wrapper_time, arrival, source);
+        // The reference of stamps without a year, computed when a stamp
+        // needs it (JSON lines, most lines, never do).
+        let mut reference = None;
         // `kubectl logs --timestamps` and `stern --timestamps` put a stamp
         // before a line that has its own: a wrapper like CRI's (before
         // every line of a pretty-printed object too).
-        let in_block = self.slab.get(sid).is_some_and(|s| s.block.is_some());
         let (mut text, mut wrapper_time) = (text, wrapper_time);
-        if !wrapped {
+        if !wrapped && header::may_lead_with_stamp(&text) {
+            let r = *reference
+                .get_or_insert_with(|| self.reference(sid, wrapper_time, arrival, source));
+            let in_block = self.slab.get(sid).is_some_and(|s| s.block.is_some());
             // Twice at most: `kubectl --timestamps` over a line that
             // `docker logs -t` or a shipper stamped already.
             for n in 0..2 {
-                let Some((t, at)) = self.peel_stamp(&text, reference, in_block) else {
+                let Some((t, at)) = self.peel_stamp(&text, r, in_block) else {
                     break;
                 };
                 if n == 0 {
@@ -525,7 +529,17 @@ impl Decoder {
             }
         }
         let text = self.reassemble_block(sid, text)?;
-        let format = self.read_header(&text, reference);
+        let format = match payload::structured_kind(&text) {
+            Some(k @ ("json" | "logfmt")) => {
+                self.header = (None, None);
+                k
+            }
+            kind => {
+                let r = *reference
+                    .get_or_insert_with(|| self.reference(sid, wrapper_time, arrival, source));
+                self.read_header(&text, kind, r)
+            }
+        };
         self.stats.formats.add(format);
         if self.stats.lines == HINT_AFTER_LINES {
             self.log_input_hints();
@@ -621,8 +635,12 @@ impl Decoder {
 
     /// Reads the current line's header (unless it is JSON or logfmt) and
     /// names its format.
-    fn read_header(&mut self, text: &str, reference: Reference) -> &'static str {
-        let kind = payload::structured_kind(text);
+    fn read_header(
+        &mut self,
+        text: &str,
+        kind: Option<&'static str>,
+        reference: Reference,
+    ) -> &'static str {
         let h: Header = match kind {
             Some("json" | "logfmt") => {
                 self.header = (None, None);
@@ -697,6 +715,11 @@ impl Decoder {
                 }
                 time::parse_any(&v)
             });
+            if own.is_none() && format == "json" {
+                // MongoDB: `"t":{"$date":"…"}`, searched only when no
+                // common time key was there.
+                own = quick::quick_get(text, "$date").and_then(|v| time::parse_any(&v));
+            }
         }
         // One line from the year 30000 must not move the watermark there.
         let sane = |t: &i64| (SANE_TIME_MIN..SANE_TIME_MAX).contains(t);

@@ -95,7 +95,7 @@ impl Decoder {
         self.afters_possible = true;
         let source = crate::source::Source::named("");
         let reference = self.reference(sid, None, arrival, &source);
-        let format = self.read_header(&text, reference);
+        let format = self.read_header(&text, super::payload::structured_kind(&text), reference);
         let time = self.update_stream(sid, &text, None, arrival, &source, format);
         Some(Prepared {
             text: Cow::Owned(text),

@@ -14,8 +14,6 @@ pub const TIME_FIELDS: &[&str] = &[
     "eventTime",
     "lastTimestamp",
     "date",
-    // MongoDB: `"t":{"$date":"…"}`.
-    "$date",
 ];
 
 /// Nanoseconds in a second.
