@@ -36,6 +36,32 @@ fn loggy() -> impl Strategy<Value = String> {
         "{\"log\":\"",
         "I0501 12:00:40.118204 1 x.go:1] ",
         "May 01 12:00:40 h k[1]: ",
+        "2024-05-07 10:55:53,434 ",
+        "2024-05-07T10:55:53.434567890Z ",
+        "05-07 10:55:53 ",
+        "[2024-05-07 10:55:53,434] ",
+        "081109 203615 ",
+        "17/06/09 20:10:40 ",
+        "20171223-22:15:29:606|",
+        "[Sun Dec 04 04:47:44 2005] ",
+        "1:M 07 May 2024 10:55:53.434 * ",
+        "<34>",
+        "<165>1 ",
+        "INFO ",
+        "[ERROR]",
+        "Info",
+        "|",
+        " - ",
+        "---",
+        "(",
+        ")",
+        "<",
+        ">",
+        "#",
+        "pool.go:762: ",
+        "org.apache.Foo: ",
+        "1117838570 ",
+        "[pid 12:tid 3]",
         "1714568400.5",
         "99999999999999999999",
         "-",
@@ -60,6 +86,12 @@ proptest! {
     #[test]
     fn decoding_never_panics(line in loggy()) {
         let _ = payload::decode(&line, None);
+        let h = sigwatch::decode::header::read(&line, Some(1_714_568_400_000_000_000));
+        prop_assert!(h.body <= line.len() && line.is_char_boundary(h.body));
+        for (_, v) in h.parts(&line) {
+            prop_assert!(!v.is_empty());
+        }
+        let _ = sigwatch::decode::header::read(&line, None);
         let _ = payload::quick_time(&line, None);
         let _ = sigwatch::decode::quick::quick_get(&line, "nodeID");
         let _ = sigwatch::decode::quick::quick_get_path(&line, "involvedObject.name");

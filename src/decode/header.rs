@@ -421,6 +421,18 @@ fn clock(b: &[u8], i: usize) -> Option<((u32, u32, u32, u32), usize)> {
 }
 
 fn clock_of(b: &[u8], i: usize, padded: bool) -> Option<((u32, u32, u32, u32), usize)> {
+    // The common `HH:MM:SS`, read directly.
+    if let Some(&[h1, h2, b':', m1, m2, b':', s1, s2]) = b.get(i..i + 8) {
+        let d = |c: u8| c.wrapping_sub(b'0');
+        if [h1, h2, m1, m2, s1, s2].iter().all(|c| c.is_ascii_digit()) {
+            let (h, m, s) = (
+                u32::from(d(h1) * 10 + d(h2)),
+                u32::from(d(m1) * 10 + d(m2)),
+                u32::from(d(s1) * 10 + d(s2)),
+            );
+            return clock_rest(b, i + 8, (h, m, s));
+        }
+    }
     let (h, j) = num12(b, i)?;
     if b.get(j) != Some(&b':') {
         return None;
@@ -438,7 +450,15 @@ fn clock_of(b: &[u8], i: usize, padded: bool) -> Option<((u32, u32, u32, u32), u
     } else {
         num12(b, j + 1)?
     };
-    let mut k = k;
+    clock_rest(b, k, (h, m, s))
+}
+
+/// A clock's fraction after `HH:MM:SS` (which ends at `k`).
+fn clock_rest(
+    b: &[u8],
+    mut k: usize,
+    (h, m, s): (u32, u32, u32),
+) -> Option<((u32, u32, u32, u32), usize)> {
     if digit(b, k) || h > 23 || m > 59 || s > 59 {
         return None;
     }
@@ -463,16 +483,11 @@ fn clock_of(b: &[u8], i: usize, padded: bool) -> Option<((u32, u32, u32, u32), u
 /// The nanoseconds of a fraction of `n` digits at `i` (digits past the
 /// ninth ignored).
 fn frac(b: &[u8], i: usize, n: usize) -> u32 {
-    let mut v = 0u32;
-    for k in 0..9 {
-        v = v * 10
-            + if k < n {
-                b.get(i + k).map_or(0, |d| u32::from(d - b'0'))
-            } else {
-                0
-            };
-    }
-    v
+    let n9 = n.min(9);
+    let v = b.get(i..i + n9).map_or(0, |d| {
+        d.iter().fold(0u32, |v, c| v * 10 + u32::from(c - b'0'))
+    });
+    v * 10u32.pow((9 - n9) as u32)
 }
 
 /// A zone after a clock: `Z`, `+02:00`, `+0200`, `+02` attached, or
@@ -1087,13 +1102,6 @@ fn java_like(t: &[u8]) -> bool {
         && !t.ends_with(b".")
 }
 
-/// Extensions of source files, which tell `file.go:12` from `host:8080`.
-const SOURCE_EXTENSIONS: &[&[u8]] = &[
-    b"go", b"java", b"py", b"rs", b"c", b"cc", b"cpp", b"cxx", b"h", b"hh", b"hpp", b"js", b"mjs",
-    b"cjs", b"ts", b"rb", b"scala", b"kt", b"cs", b"php", b"ex", b"exs", b"erl", b"swift", b"m",
-    b"mm", b"lua", b"pl", b"sh", b"groovy", b"clj", b"dart", b"zig", b"vb", b"fs",
-];
-
 /// A caller: `file.ext:123` (or `path/file.ext:123`) with a source
 /// file's extension.
 fn caller_like(t: &[u8]) -> bool {
@@ -1104,18 +1112,58 @@ fn caller_like(t: &[u8]) -> bool {
     !l.is_empty() && l.iter().all(u8::is_ascii_digit) && source_file(f)
 }
 
-/// `path/file.ext` with a source file's extension.
+/// `path/file.ext` with a source file's extension (which tells `file.go`
+/// from `host.example.com`).
 fn source_file(f: &[u8]) -> bool {
     let Some(dot) = f.iter().rposition(|c| *c == b'.') else {
         return false;
     };
     let ext = &f[dot + 1..];
-    dot > 0
-        && (1..=6).contains(&ext.len())
-        && ext[0].is_ascii_alphabetic()
-        && SOURCE_EXTENSIONS
-            .iter()
-            .any(|e| e.eq_ignore_ascii_case(ext))
+    if dot == 0 || ext.is_empty() || ext.len() > 6 {
+        return false;
+    }
+    let mut buf = [0u8; 6];
+    buf[..ext.len()].copy_from_slice(ext);
+    buf.make_ascii_lowercase();
+    let known = matches!(
+        &buf[..ext.len()],
+        b"go"
+            | b"java"
+            | b"py"
+            | b"rs"
+            | b"c"
+            | b"cc"
+            | b"cpp"
+            | b"cxx"
+            | b"h"
+            | b"hh"
+            | b"hpp"
+            | b"js"
+            | b"mjs"
+            | b"cjs"
+            | b"ts"
+            | b"rb"
+            | b"scala"
+            | b"kt"
+            | b"cs"
+            | b"php"
+            | b"ex"
+            | b"exs"
+            | b"erl"
+            | b"swift"
+            | b"m"
+            | b"mm"
+            | b"lua"
+            | b"pl"
+            | b"sh"
+            | b"groovy"
+            | b"clj"
+            | b"dart"
+            | b"zig"
+            | b"vb"
+            | b"fs"
+    );
+    known
         && f.iter().all(|c| {
             c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'/' | b'-' | b'$' | b'<' | b'>')
         })
@@ -1148,11 +1196,13 @@ impl<'b> Walker<'b> {
     }
 
     fn token_end(&self, i: usize) -> usize {
-        let mut j = i;
-        while j < self.b.len() && !is_space(self.b[j]) && !(self.pipe && self.b[j] == b'|') {
-            j += 1;
-        }
-        j
+        let rest = self.b.get(i..).unwrap_or_default();
+        let n = if self.pipe {
+            memchr::memchr3(b' ', b'\t', b'|', rest)
+        } else {
+            memchr::memchr2(b' ', b'\t', rest)
+        };
+        i + n.unwrap_or(rest.len())
     }
 
     /// Commits every pending element and `end`'s element with it.

@@ -752,7 +752,10 @@ impl Decoder {
             self.stats.untimed += 1;
         }
         self.time_from = from;
-        self.slab[sid].last_time = Some(time);
+        if !matches!(from, TimeFrom::Modified | TimeFrom::None) {
+            // A stand-in time is no neighbour: it completes no stamp.
+            self.slab[sid].last_time = Some(time);
+        }
         for i in 0..self.sticky_slots.len() {
             let slot = self.sticky_slots[i].0;
             let Some(v) = self
