@@ -1229,6 +1229,17 @@ impl<'b> Walker<'b> {
         self.has_pending = true;
     }
 
+    /// The last pending element is an address (`10.1.0.9:52114`): digits
+    /// first, then dots or colons (a pid is digits only).
+    fn pending_is_address(&self) -> bool {
+        if self.n_pending == 0 {
+            return false;
+        }
+        let (_, a, e) = self.pending[self.n_pending - 1];
+        let t = self.b.get(a..e).unwrap_or_default();
+        t.first().is_some_and(u8::is_ascii_digit) && t.iter().any(|c| matches!(c, b'.' | b':'))
+    }
+
     fn has_logger(&self) -> bool {
         self.h.parts[..usize::from(self.h.n_parts)]
             .iter()
@@ -1382,6 +1393,15 @@ impl<'b> Walker<'b> {
                 {
                     // `LEVEL [thread] - message`: the header ends here.
                     self.commit(end);
+                    break;
+                }
+                if self.anchored
+                    && self.last == Last::Filler
+                    && self.h.level.is_some()
+                    && self.pending_is_address()
+                {
+                    // `[ERR] 10.1.0.9:52114 - cid:12 - …`: an address is
+                    // no logger; the message starts at it.
                     break;
                 }
                 if self.anchored || self.has_pending {

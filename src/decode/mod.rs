@@ -715,10 +715,18 @@ impl Decoder {
                 }
                 time::parse_any(&v)
             });
-            if own.is_none() && format == "json" {
-                // MongoDB: `"t":{"$date":"…"}`, searched only when no
-                // common time key was there.
-                own = quick::quick_get(text, "$date").and_then(|v| time::parse_any(&v));
+            if own.is_none() {
+                // Time keys of a few producers, searched only when no
+                // common one was there: MongoDB's `"t":{"$date":…}`,
+                // Serilog's `@t`, Grafana's logfmt `t=`.
+                let rare: &[&str] = if format == "json" {
+                    &["$date", "@t"]
+                } else {
+                    &["t"]
+                };
+                own = rare
+                    .iter()
+                    .find_map(|k| quick::quick_get(text, k).and_then(|v| time::parse_any(&v)));
             }
         }
         // One line from the year 30000 must not move the watermark there.

@@ -5,10 +5,6 @@ use super::{Fields, Format, Level, Payload};
 use crate::decode::time::parse_rfc3339;
 use serde_json::Value;
 
-const CONSOLE_LEVELS: &[&str] = &[
-    "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "DPANIC", "PANIC", "FATAL",
-];
-
 pub(super) fn is_caller(s: &str) -> bool {
     s.rsplit_once(':').is_some_and(|(f, l)| {
         f.contains('.') && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
@@ -17,7 +13,7 @@ pub(super) fn is_caller(s: &str) -> bool {
 
 /// Whether a line starts like zap's console encoder: an RFC 3339 stamp
 /// with a `T`, a column gap (a tab, or two spaces and more when tabs were
-/// turned into spaces), an upper-case level and another column gap. One
+/// turned into spaces), a level (upper or lower case) and another column gap. One
 /// space is not zap's (Rust's tracing, Spring Boot: the header reader's).
 pub(super) fn looks_like_console(b: &[u8]) -> bool {
     if b.len() < 24 || !b[0].is_ascii_digit() || b[4] != b'-' || b[10] != b'T' {
@@ -32,9 +28,29 @@ pub(super) fn looks_like_console(b: &[u8]) -> bool {
         return false;
     }
     let word = &rest[from..];
-    let n = word.iter().take_while(|c| c.is_ascii_uppercase()).count();
-    CONSOLE_LEVELS.iter().any(|l| l.as_bytes() == &word[..n])
-        && (n == word.len() || column_gap(&word[n..]) > 0)
+    let n = word.iter().take_while(|c| c.is_ascii_alphabetic()).count();
+    console_level(&word[..n]) && (n == word.len() || column_gap(&word[n..]) > 0)
+}
+
+/// A level as zap's console encoder writes it: `INFO`, or `info` with the
+/// lower-case encoder (OpenTelemetry's collector, Istio).
+fn console_level(w: &[u8]) -> bool {
+    if !(4..=7).contains(&w.len()) {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    buf[..w.len()].copy_from_slice(w);
+    let upper = w.iter().all(u8::is_ascii_uppercase);
+    if !upper {
+        if !w.iter().all(u8::is_ascii_lowercase) {
+            return false;
+        }
+        buf.make_ascii_uppercase();
+    }
+    matches!(
+        &buf[..w.len()],
+        b"DEBUG" | b"INFO" | b"WARN" | b"WARNING" | b"ERROR" | b"DPANIC" | b"PANIC" | b"FATAL"
+    )
 }
 
 /// The length of a column gap at the start of `b`: a tab, or two spaces
@@ -59,7 +75,7 @@ pub(super) fn decode_console(t: &str) -> Option<Payload> {
     let time = parse_rfc3339(ts)?;
     let rest = rest.trim_start();
     let (lvl, rest) = rest.split_once(['\t', ' ']).unwrap_or((rest, ""));
-    if !CONSOLE_LEVELS.contains(&lvl) {
+    if !console_level(lvl.as_bytes()) {
         return None;
     }
     let rest = rest.trim_start_matches([' ', '\t']);
@@ -97,10 +113,19 @@ pub(super) fn decode_console(t: &str) -> Option<Payload> {
             }
             parts[ci + 1..].join(" ").trim().to_string()
         }
-        None => parts
-            .last()
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
+        None => {
+            // No caller column: `logger\tmessage` (Istio's scopes).
+            if let (true, Fields::Json(m)) = (parts.len() >= 2, &mut fields_out) {
+                m.entry("logger")
+                    .or_insert_with(|| Value::String(parts[0].trim().to_string()));
+            } else if parts.len() >= 2 && matches!(fields_out, Fields::None) {
+                fields_out = Fields::Pairs(vec![("logger".into(), parts[0].trim().to_string())]);
+            }
+            parts
+                .last()
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        }
     };
     Some(Payload {
         format: Format::Console,

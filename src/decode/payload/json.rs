@@ -105,5 +105,9 @@ fn json_time(fields: &Fields) -> Option<i64> {
     TIME_KEYS
         .iter()
         .find_map(|k| fields.get(k).and_then(|v| parse_any(&v)))
-        .or_else(|| fields.get("t.$date").and_then(|v| parse_any(&v)))
+        .or_else(|| {
+            ["t.$date", "@t"]
+                .iter()
+                .find_map(|k| fields.get(k).and_then(|v| parse_any(&v)))
+        })
 }

@@ -98,13 +98,17 @@ pub struct Payload {
     pub malformed: bool,
 }
 
-pub(super) const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log"];
+/// Message keys: zap, slog, ECS, journald, shippers; Serilog's compact JSON
+/// (`@m`, or the template `@mt`) last.
+pub(super) const MSG_KEYS: &[&str] = &["msg", "message", "MESSAGE", "log", "@m", "@mt"];
 
 /// Time keys of structured lines, in order of preference (journald's
 /// microsecond `__REALTIME_TIMESTAMP`, first in the list, is read apart).
 pub(super) const TIME_KEYS: &[&str] = super::time::TIME_FIELDS.split_at(1).1;
 
-pub(super) const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY"];
+/// Level keys, in order: zap, GCP, logrus, journald; the Elastic Common
+/// Schema's `log.level`, Serilog's `@l`.
+pub(super) const LEVEL_KEYS: &[&str] = &["level", "severity", "lvl", "PRIORITY", "log.level", "@l"];
 
 /// The format of a line that needs no header read: `json`, `logfmt` or
 /// `console` (zap's console encoder), from its first bytes; None for
