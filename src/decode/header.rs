@@ -661,14 +661,18 @@ fn dotted_clock(b: &[u8], i: usize) -> Option<((u32, u32, u32, u32), usize)> {
     if b.get(i + 2) != Some(&b'.') || b.get(i + 5) != Some(&b'.') || h > 23 || m > 59 || s > 59 {
         return None;
     }
-    let mut k = i + 8;
-    let mut nanos = 0;
+    let (nanos, k) = dot_fraction(b, i + 8);
+    Some(((h, m, s, nanos), k))
+}
+
+/// An optional `.fraction` at `k`: (nanoseconds, end).
+fn dot_fraction(b: &[u8], k: usize) -> (u32, usize) {
     if b.get(k) == Some(&b'.') && digit(b, k + 1) {
         let n = run(b, k + 1);
-        nanos = frac(b, k + 1, n);
-        k += 1 + n;
+        (frac(b, k + 1, n), k + 1 + n)
+    } else {
+        (0, k)
     }
-    Some(((h, m, s, nanos), k))
 }
 
 /// `YYYYMMDD-HH:MM:SS:mmm`, `YYYYMMDD HH:MM:SS`, ISO basic
@@ -696,13 +700,7 @@ fn compact(b: &[u8], i: usize) -> Option<Stamp> {
                 if h > 23 || m > 59 || s > 59 {
                     return None;
                 }
-                let mut end = k + 7;
-                let mut nanos = 0;
-                if b.get(end) == Some(&b'.') && digit(b, end + 1) {
-                    let n = run(b, end + 1);
-                    nanos = frac(b, end + 1, n);
-                    end += 1 + n;
-                }
+                let (nanos, end) = dot_fraction(b, k + 7);
                 st.clock = Some((h, m, s, nanos));
                 st.end = end;
                 return finish_stamp(b, st);

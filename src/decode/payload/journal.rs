@@ -5,11 +5,10 @@
 
 use super::console::is_caller;
 use super::logfmt::parse_pairs;
-use super::{decode_at, header_fields, Fields, Format, Level, Payload};
+use super::{behind_header, decode_at, Fields, Format, Level, Payload};
 use crate::decode::header::{Header, Reference};
 use crate::decode::quick::read_quoted;
 use crate::decode::time::{parse_clock, with_inferred_year, with_nearest_year};
-use serde_json::Value;
 
 /// A syslog line whose header `h` was read: the program's text decoded,
 /// with the header's host, program and pid as fields.
@@ -31,26 +30,7 @@ pub(super) fn decode_syslog(t: &str, h: &Header, reference: Reference) -> Payloa
         }
         p.format = Format::Syslog;
     }
-    let pairs = header_fields(t, h);
-    match &mut p.fields {
-        Fields::Json(m) => {
-            for (k, v) in pairs {
-                m.entry(k).or_insert(Value::String(v));
-            }
-        }
-        Fields::Pairs(existing) => {
-            let mut all = pairs;
-            all.append(existing);
-            p.fields = Fields::Pairs(all);
-        }
-        Fields::None => p.fields = Fields::Pairs(pairs),
-    }
-    p.time = p.time.or(h.time);
-    p.level = p.level.or(h.level);
-    if p.message.is_empty() && p.format == Format::Logfmt {
-        // Pairs without a message key: the pairs are the message.
-        p.message = inner.trim_end().to_string();
-    }
+    behind_header(&mut p, t, h, inner);
     p
 }
 

@@ -201,6 +201,33 @@ pub(super) fn header_fields(t: &str, h: &Header) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A payload read behind a header (syslog's program text, a text line's
+/// JSON or logfmt body): the header's parts become fields beside the
+/// payload's own (which win), its time and level stand in for missing
+/// ones, and pairs without a message key are the message (`body`).
+pub(super) fn behind_header(p: &mut Payload, t: &str, h: &Header, body: &str) {
+    let pairs = header_fields(t, h);
+    match &mut p.fields {
+        Fields::Json(m) => {
+            for (k, v) in pairs {
+                m.entry(k).or_insert(Value::String(v));
+            }
+        }
+        Fields::Pairs(existing) => {
+            let mut all = pairs;
+            all.append(existing);
+            p.fields = Fields::Pairs(all);
+        }
+        Fields::None if pairs.is_empty() => {}
+        Fields::None => p.fields = Fields::Pairs(pairs),
+    }
+    p.time = p.time.or(h.time);
+    p.level = p.level.or(h.level);
+    if p.message.is_empty() && p.format == Format::Logfmt {
+        p.message = body.trim_end().to_string();
+    }
+}
+
 pub(super) fn plain(t: &str, malformed: bool) -> Payload {
     Payload {
         format: Format::Plain,

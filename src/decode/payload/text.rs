@@ -4,9 +4,8 @@
 //! fields; a body that is itself JSON or logfmt is decoded as such, its
 //! own time and level preferred to the header's.
 
-use super::{header_fields, json, logfmt, Fields, Format, Payload};
+use super::{behind_header, header_fields, json, logfmt, Fields, Format, Payload};
 use crate::decode::header::{Header, Kind};
-use serde_json::Value;
 
 /// A line whose header `h` was read.
 pub(super) fn decode_text(t: &str, h: &Header) -> Payload {
@@ -16,35 +15,17 @@ pub(super) fn decode_text(t: &str, h: &Header) -> Payload {
     } else {
         Format::Text
     };
-    let pairs = header_fields(t, h);
     let structured = if body.starts_with('{') {
         Some(json::decode_json(body)).filter(|p| !p.malformed)
     } else {
         logfmt::decode_logfmt(body)
     };
     if let Some(mut p) = structured {
-        match &mut p.fields {
-            Fields::Json(m) => {
-                for (k, v) in pairs {
-                    m.entry(k).or_insert(Value::String(v));
-                }
-            }
-            Fields::Pairs(existing) => {
-                let mut all = pairs;
-                all.append(existing);
-                p.fields = Fields::Pairs(all);
-            }
-            Fields::None => p.fields = Fields::Pairs(pairs),
-        }
-        p.time = p.time.or(h.time);
-        p.level = p.level.or(h.level);
+        behind_header(&mut p, t, h, body);
         p.format = format;
-        if p.message.is_empty() {
-            // Pairs without a message key: the pairs are the message.
-            p.message = body.to_string();
-        }
         return p;
     }
+    let pairs = header_fields(t, h);
     Payload {
         format,
         time: h.time,
