@@ -338,6 +338,7 @@ impl Decoder {
     /// Logs, once, what the input so far says about its formats (most
     /// lines plain text, most without a time): after the first
     /// [`HINT_AFTER_LINES`] lines, or at the end of a shorter input.
+    #[cold]
     pub fn log_input_hints(&mut self) {
         if self.hinted {
             return;
@@ -612,6 +613,9 @@ impl Decoder {
     /// A leading stamp to peel off as a wrapper: one followed by a single
     /// space and a line that is structured or has a time of its own. Its
     /// time and where the rest starts.
+    // Out of line: most lines start with no stamp, and the loop that
+    // prepares every line stays small.
+    #[inline(never)]
     fn peel_stamp(
         &self,
         text: &str,
@@ -635,6 +639,7 @@ impl Decoder {
 
     /// Reads the current line's header (unless it is JSON or logfmt) and
     /// names its format.
+    #[inline(never)]
     fn read_header(
         &mut self,
         text: &str,
@@ -716,17 +721,7 @@ impl Decoder {
                 time::parse_any(&v)
             });
             if own.is_none() {
-                // Time keys of a few producers, searched only when no
-                // common one was there: MongoDB's `"t":{"$date":…}`,
-                // Serilog's `@t`, Grafana's logfmt `t=`.
-                let rare: &[&str] = if format == "json" {
-                    &["$date", "@t"]
-                } else {
-                    &["t"]
-                };
-                own = rare
-                    .iter()
-                    .find_map(|k| quick::quick_get(text, k).and_then(|v| time::parse_any(&v)));
+                own = rare_time(text, format);
             }
         }
         // One line from the year 30000 must not move the watermark there.
@@ -847,6 +842,20 @@ impl Decoder {
     pub fn count_malformed(&mut self) {
         self.stats.malformed += 1;
     }
+}
+
+/// Time keys of a few producers, searched only when no common one was
+/// there: MongoDB's `"t":{"$date":…}`, Serilog's `@t`, Grafana's logfmt
+/// `t=`.
+#[cold]
+fn rare_time(text: &str, format: &str) -> Option<i64> {
+    let rare: &[&str] = if format == "json" {
+        &["$date", "@t"]
+    } else {
+        &["t"]
+    };
+    rare.iter()
+        .find_map(|k| quick::quick_get(text, k).and_then(|v| time::parse_any(&v)))
 }
 
 /// Estimates a raw line's event time without touching any stream state:
