@@ -115,6 +115,14 @@ pub struct TemplatesOptions {
     /// Most templates kept (the least recently seen go, counted).
     #[arg(long, default_value_t = 10_000)]
     pub max_templates: usize,
+    /// Every mined line with its template id instead of the table
+    /// (`--json`: one object per line: `n`, `template`, `level`, `text`).
+    /// The lines are kept in memory until the end, when every id is final.
+    #[arg(long)]
+    pub lines: bool,
+    /// With `--lines`: only the lines of this template (repeatable).
+    #[arg(long = "template", value_name = "ID", requires = "lines")]
+    pub only: Vec<u64>,
 }
 
 fn parse_level(s: &str) -> Result<Level, String> {
@@ -135,19 +143,61 @@ pub fn templates(
         ..MinerConfig::default()
     });
     let mut mined = 0u64;
+    let mut seen: Vec<(String, Option<u64>, Option<Level>)> = Vec::new();
     let lines = each_line(files, &set.keys, |d, p| {
         let level = d.level(p);
-        if o.level.is_some_and(|min| level.is_none_or(|l| l < min)) {
-            return;
+        let mut id = None;
+        if o.level.is_none_or(|min| level.is_some_and(|l| l >= min)) {
+            if let Some(m) = mining_message(&p.text, p.format, Some(p.time)) {
+                id = Some(miner.add(&m, p.time, level).id);
+                mined += 1;
+            }
         }
-        if let Some(m) = mining_message(&p.text, p.format, Some(p.time)) {
-            miner.add(&m, p.time, level);
-            mined += 1;
+        if o.lines {
+            seen.push((p.text.to_string(), id, level));
         }
     })?;
+    if o.lines {
+        return write_lines(&miner, &seen, o, w);
+    }
     let text = render_templates(&miner, mined, lines, o);
     w.write_all(text.as_bytes())
         .map_err(AppError::io("cannot write the templates"))
+}
+
+/// `templates --lines`: each mined line with its template's final id (a
+/// template merged into another since answers with the other's).
+fn write_lines(
+    miner: &Miner,
+    seen: &[(String, Option<u64>, Option<Level>)],
+    o: &TemplatesOptions,
+    w: &mut dyn Write,
+) -> Result<(), AppError> {
+    let mut out = std::io::BufWriter::new(w);
+    for (n, (text, id, level)) in seen.iter().enumerate() {
+        let id = id.map(|i| miner.canonical(i));
+        if !o.only.is_empty() && !id.is_some_and(|i| o.only.contains(&i)) {
+            continue;
+        }
+        let r = if o.json {
+            let v = serde_json::json!({
+                "n": n + 1,
+                "template": id,
+                "level": level.map(Level::as_str),
+                "text": text,
+            });
+            writeln!(out, "{v}")
+        } else {
+            let id = id.map_or_else(|| "-".to_string(), |i| i.to_string());
+            writeln!(out, "{id:>6}  {text}")
+        };
+        if r.is_err() {
+            // A closed pipe (`| head`) ends the output quietly.
+            return Ok(());
+        }
+    }
+    let _ = out.flush();
+    Ok(())
 }
 
 /// The `templates` output: a table per level, or JSON lines.

@@ -282,6 +282,12 @@ impl Miner {
         self.templates.get(&id)
     }
 
+    /// The id a template answers to now: its own, or the one it was merged
+    /// into.
+    pub fn canonical(&self, id: u64) -> u64 {
+        id
+    }
+
     /// Every template, most frequent first (ties by id).
     pub fn templates(&self) -> Vec<&Template> {
         let mut v: Vec<&Template> = self.templates.values().collect();
