@@ -834,11 +834,13 @@ impl Engine {
         }
         if let Some((ri, w)) = self.novelty.as_mut() {
             let ri = *ri;
-            // Most lines are not at a mined level: ask before mining.
-            let level = self.decoder.level(p).filter(|l| w.mines(*l));
-            if let Some(novel) = level.and_then(|l| w.observe(Some(l), &p.text, p.format, t, timed))
-            {
-                self.route_novel(ri, &novel, p, t, out);
+            let level = self.decoder.level(p);
+            if w.mines(level) {
+                if let Some(novel) =
+                    w.observe(level, &p.text, p.format, p.header.as_ref(), t, timed)
+                {
+                    self.route_novel(ri, &novel, p, t, out);
+                }
             }
         }
         if self.watermark >= self.last_tick.saturating_add(TICK_NS) {

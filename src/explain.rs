@@ -142,17 +142,21 @@ impl Explainer {
     /// The line's log template and what novelty does with it.
     fn template_of(&self, p: &crate::decode::Prepared<'_>) -> String {
         use crate::decode::level::mining_message;
-        let Some(msg) = mining_message(&p.text, p.format, Some(p.time)) else {
+        let level = self.decoder.level(p);
+        let Some(msg) = mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time))
+        else {
             return "(no message)".into();
         };
         let template = format!("`{}`", clip(&crate::mining::tokenize(&msg).join(" "), 160));
-        let level = self.decoder.level(p);
         let novelty = self.set.rules.iter().find_map(|r| match &r.detect {
             Detect::Novelty(n) => Some(n),
             _ => None,
         });
         let verdict = match (novelty, level) {
             (None, _) => "novelty is off".to_string(),
+            (Some(n), None) if n.unleveled => {
+                "no level: mined (levels has none); never pages".to_string()
+            }
             (Some(_), None) => "no level: novelty does not mine it".to_string(),
             (Some(n), Some(l)) if !n.levels.contains(&l) => {
                 format!("level {}: novelty does not mine it", l.as_str())

@@ -6,7 +6,7 @@
 //! completes stamps without a year.
 
 use sigwatch::decode::time::{format_rfc3339, parse_rfc3339};
-use sigwatch::decode::{Decoder, KeyConfig, TimeFrom};
+use sigwatch::decode::{level, payload, Decoder, KeyConfig, TimeFrom};
 use sigwatch::source::Source;
 
 const MODIFIED: &str = "2024-05-07T12:00:00Z";
@@ -75,7 +75,7 @@ const ROWS: &[Row] = &[
         name: "syslog with an RFC 3339 stamp (rsyslog, journalctl -o short-iso)",
         line: "2024-05-07T10:55:53.434567+00:00 node-a sshd[4242]: Accepted publickey for core from 10.0.0.5 port 52114 ssh2",
         time: "2024-05-07T10:55:53.434Z",
-        level: None,
+        level: Some("info"),
         message: "Accepted publickey for core from 10.0.0.5 port 52114 ssh2",
         fields: &[("host", "node-a"), ("program", "sshd"), ("pid", "4242")],
     },
@@ -541,7 +541,7 @@ const ROWS: &[Row] = &[
         name: "Linux syslog",
         line: "Jun 15 12:12:34 combo ftpd[24085]: connection from 207.30.238.8 (host8.topspot.net) at Wed Jun 15 12:12:34 2005",
         time: "2023-06-15T12:12:34.000Z",
-        level: None,
+        level: Some("info"),
         message: "connection from 207.30.238.8 (host8.topspot.net) at Wed Jun 15 12:12:34 2005",
         fields: &[("host", "combo"), ("program", "ftpd"), ("pid", "24085")],
     },
@@ -549,7 +549,7 @@ const ROWS: &[Row] = &[
         name: "Thunderbird",
         line: "- 1131566461 2005.11.09 dn228 Nov 9 12:01:01 dn228/dn228 crond(pam_unix)[2915]: session opened for user root by (uid=0)",
         time: "2005-11-09T20:01:01.000Z",
-        level: None,
+        level: Some("info"),
         message: "session opened for user root by (uid=0)",
         fields: &[("program", "crond(pam_unix)")],
     },
@@ -781,4 +781,99 @@ fn replay_takes_the_year_from_the_files_modification_time_and_rolls_over_new_yea
     assert_eq!(rows[0]["first_seen"], "2024-12-31T23:59:58.000Z");
     assert_eq!(rows[0]["last_seen"], "2025-01-01T00:00:03.000Z");
     assert_eq!(rows[0]["count"], 2);
+}
+
+/// The message as the full decoder gives it, with its error detail (for
+/// warnings and above), first line only: what template mining must read
+/// (by its cheaper path).
+fn decoded_mining_message(text: &str, time: i64, detail: bool) -> Option<String> {
+    let pl = payload::decode(text, Some(time));
+    if pl.malformed {
+        // A cut JSON object: the decoder keeps the whole text; mining
+        // reads the message key it still finds.
+        return None;
+    }
+    let err = ["error", "err", "exception"]
+        .iter()
+        .filter(|_| detail)
+        .find_map(|k| pl.fields.get(k).map(|v| v.into_owned()));
+    let mut m = pl.message.clone();
+    if let Some(e) = err.filter(|e| !e.is_empty() && !m.contains(e.as_str())) {
+        m = if m.is_empty() { e } else { format!("{m}: {e}") };
+    }
+    let line = if m.starts_with("Traceback (most recent call last)") {
+        m.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+    } else {
+        m.split('\n').next().unwrap_or("")
+    };
+    let mut to = line.len().min(level::MAX_MESSAGE);
+    while !line.is_char_boundary(to) {
+        to -= 1;
+    }
+    let line = line[..to].trim();
+    (!line.is_empty()).then(|| line.to_string())
+}
+
+#[test]
+fn mining_reads_the_message_the_decoder_gives_on_every_row_and_fixture_line() {
+    let keys = KeyConfig::default();
+    let mut source = Source::named("formats.log");
+    source.modified = parse_rfc3339(MODIFIED);
+    let mut lines: Vec<String> = ROWS.iter().map(|r| r.line.to_string()).collect();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("fixtures")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "fixtures: {files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("fixture");
+        lines.extend(text.lines().map(str::to_string));
+    }
+    let mut d = Decoder::new(&keys, false);
+    let (mut checked, mut failures) = (0, Vec::new());
+    for line in &lines {
+        let Some(p) = d.prepare(&source, line, None) else {
+            continue;
+        };
+        checked += 1;
+        let got = level::mining_message(
+            &p.text,
+            p.format,
+            p.header.as_ref(),
+            d.level(&p),
+            Some(p.time),
+        )
+        .map(|m| m.into_owned());
+        if payload::decode(&p.text, Some(p.time)).malformed {
+            continue;
+        }
+        let detail = d.level(&p).is_some_and(|l| l >= payload::Level::Warn);
+        let want = decoded_mining_message(&p.text, p.time, detail);
+        if got != want {
+            let cut = |s: &str| s.chars().take(160).collect::<String>();
+            failures.push(format!(
+                "{} ({})\n    got  {:?}\n    want {:?}",
+                cut(&p.text),
+                p.format,
+                got.as_deref().map(cut),
+                want.as_deref().map(cut)
+            ));
+        }
+    }
+    assert!(checked > 5000, "{checked} lines checked");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} lines:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

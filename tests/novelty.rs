@@ -62,7 +62,7 @@ fn baseline(dir: &Path) -> String {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("learned 4 templates"),
+        String::from_utf8_lossy(&o.stderr).contains("learned 14 templates"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

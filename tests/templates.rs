@@ -5,7 +5,7 @@
 //! messages must not. Each line goes the way `sigwatch templates` and
 //! novelty take it: format sniffing, message extraction, then the miner.
 
-use sigwatch::decode::level::mining_message;
+use sigwatch::decode::level::{mining_message, quick_level};
 use sigwatch::decode::payload::sniff;
 use sigwatch::mining::{Miner, MinerConfig};
 
@@ -19,14 +19,25 @@ fn check(groups: &[&[&str]]) -> Miner {
     for i in 0..longest {
         for (gi, g) in groups.iter().enumerate() {
             if let Some(line) = g.get(i) {
-                let msg = mining_message(line, sniff(line), None)
-                    .unwrap_or_else(|| panic!("no message in {line:?}"));
+                let msg = mining_message(
+                    line,
+                    sniff(line),
+                    None,
+                    quick_level(line, sniff(line)),
+                    None,
+                )
+                .unwrap_or_else(|| panic!("no message in {line:?}"));
                 t += 1;
                 ids[gi].push(m.add(&msg, t, None).id);
             }
         }
     }
     // The final template of each line: later lines may have merged earlier ones.
+    for row in ids.iter_mut() {
+        for id in row.iter_mut() {
+            *id = m.canonical(*id);
+        }
+    }
     for (gi, g) in groups.iter().enumerate() {
         let first = ids[gi][0];
         for (i, line) in g.iter().enumerate() {
@@ -51,7 +62,14 @@ fn check(groups: &[&[&str]]) -> Miner {
 }
 
 fn text_of(m: &Miner, line: &str) -> String {
-    let msg = mining_message(line, sniff(line), None).unwrap();
+    let msg = mining_message(
+        line,
+        sniff(line),
+        None,
+        quick_level(line, sniff(line)),
+        None,
+    )
+    .unwrap();
     let id = m
         .lookup(&msg)
         .unwrap_or_else(|| panic!("{line:?} has no template"));
@@ -140,10 +158,13 @@ fn openssh() {
         "Dec 10 06:55:46 LabSZ sshd[24200]: Invalid user webmaster from 173.234.31.186",
         "Dec 10 07:07:38 LabSZ sshd[24206]: Invalid user test9 from 52.80.34.196",
         "Dec 10 07:11:42 LabSZ sshd[24224]: Invalid user chen from 202.100.179.208",
+        "Dec 10 07:13:01 LabSZ sshd[24230]: Invalid user oracle from 5.188.10.180",
     ][..];
     let failed_invalid = &[
         "Dec 10 06:55:48 LabSZ sshd[24200]: Failed password for invalid user webmaster from 173.234.31.186 port 38926 ssh2",
         "Dec 10 07:07:45 LabSZ sshd[24206]: Failed password for invalid user test9 from 52.80.34.196 port 36060 ssh2",
+        "Dec 10 07:11:44 LabSZ sshd[24224]: Failed password for invalid user chen from 202.100.179.208 port 51822 ssh2",
+        "Dec 10 07:13:03 LabSZ sshd[24230]: Failed password for invalid user oracle from 5.188.10.180 port 40112 ssh2",
     ][..];
     let failed_root = &[
         "Dec 10 09:12:35 LabSZ sshd[24492]: Failed password for root from 183.62.140.253 port 54447 ssh2",

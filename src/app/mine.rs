@@ -79,6 +79,7 @@ pub fn learn(rules: &RulesOptions, files: &[String], out: &Path) -> Result<(), A
             d.level(p),
             &p.text,
             p.format,
+            p.header.as_ref(),
             p.time,
             p.time_from.moves_clocks(),
         );
@@ -115,6 +116,10 @@ pub struct TemplatesOptions {
     /// Most templates kept (the least recently seen go, counted).
     #[arg(long, default_value_t = 10_000)]
     pub max_templates: usize,
+    /// Distinct words in one position, among templates otherwise alike,
+    /// that make the position a variable.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub variable_after: usize,
     /// Every mined line with its template id instead of the table
     /// (`--json`: one object per line: `n`, `template`, `level`, `text`).
     /// The lines are kept in memory until the end, when every id is final.
@@ -140,7 +145,7 @@ pub fn templates(
     let set = load_rules(rules)?;
     let mut miner = Miner::new(MinerConfig {
         max_templates: o.max_templates.max(1),
-        ..MinerConfig::default()
+        variable_after: o.variable_after.max(2),
     });
     let mut mined = 0u64;
     let mut seen: Vec<(String, Option<u64>, Option<Level>)> = Vec::new();
@@ -148,7 +153,9 @@ pub fn templates(
         let level = d.level(p);
         let mut id = None;
         if o.level.is_none_or(|min| level.is_some_and(|l| l >= min)) {
-            if let Some(m) = mining_message(&p.text, p.format, Some(p.time)) {
+            if let Some(m) =
+                mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time))
+            {
                 id = Some(miner.add(&m, p.time, level).id);
                 mined += 1;
             }

@@ -218,6 +218,32 @@ pub fn leading_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, u
     Some((st.resolve(reference), st.end + 1))
 }
 
+/// The length in bytes of a timestamp starting at byte `at` of `text`
+/// (any shape the header reader knows that names a date or a time of day,
+/// bracketed or not), for masking stamps inside messages; None when none
+/// starts there.
+pub fn stamp_len(text: &str, at: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let c = *b.get(at)?;
+    let (st, start) = if c == b'[' || c == b'(' {
+        (stamp_at(b, at + 1, true)?, at)
+    } else {
+        (stamp_at(b, at, true)?, at)
+    };
+    if !(st.has_time() || st.year.is_some()) || st.kind == StampKind::Epoch {
+        return None;
+    }
+    let mut end = st.end;
+    if c == b'[' || c == b'(' {
+        let close = if c == b'[' { b']' } else { b')' };
+        if b.get(end) != Some(&close) {
+            return None;
+        }
+        end += 1;
+    }
+    Some(end - start)
+}
+
 /// Whether `text` starts with the shape of a [`leading_stamp`]: an RFC
 /// 3339 date and time, or stern's short `MM-DD HH:MM:SS` (a cheap test
 /// of a few bytes).
@@ -1571,7 +1597,8 @@ impl<'b> Walker<'b> {
                 return;
             }
             // Numbers: pid and tid after a stamp, pending elsewhere.
-            if tok.iter().all(u8::is_ascii_digit) && tok.len() <= 10 {
+            let number = tok.strip_prefix(b"-").unwrap_or(tok);
+            if !number.is_empty() && number.iter().all(u8::is_ascii_digit) && tok.len() <= 10 {
                 if self.tokens == 1 {
                     self.first_filler = true;
                 }
@@ -2074,6 +2101,11 @@ impl<'b> Walker<'b> {
             }
             self.committed = inner_start + ih.body;
         }
+        // A message without a priority is user.notice (RFC 3164 §4.3.3:
+        // a relay gives it PRI 13), and notice reads as info.
+        if self.h.level.is_none() {
+            self.h.level = Some(Level::Info);
+        }
         true
     }
 
@@ -2343,7 +2375,7 @@ mod tests {
             name: "Thunderbird (epoch, then syslog)",
             line: "- 1131566461 2005.11.09 dn228 Nov 9 12:01:01 dn228/dn228 crond(pam_unix)[2915]: session closed for user root",
             time: Some("2005-11-09T20:01:01.000Z"),
-            level: None,
+            level: Some(Level::Info),
             message: "session closed for user root",
             parts: &[("host", "dn228/dn228"), ("program", "crond(pam_unix)"), ("pid", "2915")],
         },
@@ -2391,7 +2423,7 @@ mod tests {
             name: "syslog (RFC 3164)",
             line: "Jun 14 15:16:01 combo sshd(pam_unix)[19939]: authentication failure; logname= uid=0 euid=0 tty=NODEVssh ruser= rhost=218.188.2.4",
             time: Some("2023-06-14T15:16:01.000Z"),
-            level: None,
+            level: Some(Level::Info),
             message: "authentication failure; logname= uid=0 euid=0 tty=NODEVssh ruser= rhost=218.188.2.4",
             parts: &[("host", "combo"), ("program", "sshd(pam_unix)"), ("pid", "19939")],
         },

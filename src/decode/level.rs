@@ -39,6 +39,20 @@ static TYPE_KEY: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["type"]));
 static MESSAGE_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(payload::MSG_KEYS));
 /// Field names whose value details an error message.
 static ERROR_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["error", "err", "exception"]));
+/// What every error key contains (`err` of `error` and `err`, and
+/// `exception`): most lines have neither, and two searches say so.
+static ERROR_HINTS: LazyLock<[Finder<'static>; 2]> =
+    LazyLock::new(|| [Finder::new("err"), Finder::new("exception")]);
+
+/// The error detail of a JSON, logfmt or klog text (its `error`, `err` or
+/// `exception` value).
+fn error_detail(text: &str) -> Option<Cow<'_, str>> {
+    let b = text.as_bytes();
+    if ERROR_HINTS.iter().all(|f| f.find(b).is_none()) {
+        return None;
+    }
+    ERROR_KEYS.get(text)
+}
 
 /// The level of a payload whose format [`payload::sniff`] named `format`,
 /// without a decoder (the pipeline reads the level keys from the scan it
@@ -104,63 +118,89 @@ fn logfmt_level(text: &str) -> Option<Level> {
 }
 
 /// Longest message mined, in bytes.
-const MAX_MESSAGE: usize = 1024;
+pub const MAX_MESSAGE: usize = 1024;
 
 /// The message of a payload for mining: its message field (or, for plain
 /// text, what follows the level word) with the error detail appended
 /// (`could not update node: dial tcp <*>: i/o timeout`), first line only
 /// (a Python traceback's last line). None when there is no message.
-pub fn mining_message(text: &str, format: &str, reference: Option<i64>) -> Option<String> {
-    let mut msg = match format {
+/// Borrowed from `text` when nothing had to be joined or unescaped.
+/// `header`: the text header the decoder read on `text`, if any. The
+/// error detail joins the messages of warnings and above only: chatter
+/// (info, debug, no level) is mined on every line, and most of it has
+/// none to look for.
+pub fn mining_message<'t>(
+    text: &'t str,
+    format: &str,
+    header: Option<&header::Header>,
+    level: Option<Level>,
+    reference: Option<i64>,
+) -> Option<Cow<'t, str>> {
+    let detail = level.is_some_and(|l| l >= Level::Warn);
+    let msg = match format {
         // The cheap path: the message and error keys found in the text,
         // unless the message is itself an envelope.
         "json" | "logfmt" => match MESSAGE_KEYS.get(text) {
             Some(m) if !m.trim_start().starts_with('{') => {
-                with_error(m.into_owned(), ERROR_KEYS.get(text))
+                with_error(m, detail.then(|| error_detail(text)).flatten())
             }
-            _ => decoded(text, reference),
+            _ => decoded(text, detail, reference),
         },
-        _ => decoded(text, reference),
+        _ => match payload::message_parts(text, header::Reference::near(reference), header) {
+            Some(p) => with_error(p.message, detail.then(|| error_detail(p.details)).flatten()),
+            None => decoded(text, detail, reference),
+        },
     };
-    if msg.starts_with("Traceback (most recent call last)") {
-        msg = msg
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .to_string();
-    } else if let Some(i) = msg.find('\n') {
-        msg.truncate(i);
-    }
-    if msg.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !msg.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        msg.truncate(cut);
-    }
-    let msg = msg.trim();
-    (!msg.is_empty()).then(|| msg.to_string())
+    finish(msg)
 }
 
-/// The message of a fully decoded payload, with its error detail.
-fn decoded(text: &str, reference: Option<i64>) -> String {
+/// A mined message's first line (a Python traceback's last), at most
+/// [`MAX_MESSAGE`] bytes, trimmed; None when empty.
+fn finish(msg: Cow<'_, str>) -> Option<Cow<'_, str>> {
+    let (from, to) = {
+        let m: &str = &msg;
+        let line = if m.starts_with("Traceback (most recent call last)") {
+            m.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+        } else {
+            m.split('\n').next().unwrap_or("")
+        };
+        let mut to = line.len().min(MAX_MESSAGE);
+        while !line.is_char_boundary(to) {
+            to -= 1;
+        }
+        let line = line[..to].trim();
+        if line.is_empty() {
+            return None;
+        }
+        let from = line.as_ptr() as usize - m.as_ptr() as usize;
+        (from, from + line.len())
+    };
+    Some(match msg {
+        Cow::Borrowed(b) => Cow::Borrowed(&b[from..to]),
+        Cow::Owned(o) if from == 0 && to == o.len() => Cow::Owned(o),
+        Cow::Owned(o) => Cow::Owned(o[from..to].to_string()),
+    })
+}
+
+/// The message of a fully decoded payload, with its error detail if asked.
+fn decoded(text: &str, detail: bool, reference: Option<i64>) -> Cow<'static, str> {
     let pl = payload::decode(text, reference);
-    let e = ERROR_KEYS.names.iter().find_map(|k| pl.fields.get(k));
-    with_error(pl.message, e)
+    let e = ERROR_KEYS
+        .names
+        .iter()
+        .filter(|_| detail)
+        .find_map(|k| pl.fields.get(k));
+    Cow::Owned(with_error(Cow::Owned(pl.message), e).into_owned())
 }
 
 /// `message: error` (the error alone without a message; the message alone
 /// when it already says the error).
-fn with_error(mut m: String, e: Option<Cow<'_, str>>) -> String {
-    if let Some(e) = e.filter(|e| !e.is_empty() && !m.contains(e.as_ref())) {
-        if m.is_empty() {
-            m = e.into_owned();
-        } else {
-            m = format!("{m}: {e}");
-        }
+fn with_error<'t>(m: Cow<'t, str>, e: Option<Cow<'_, str>>) -> Cow<'t, str> {
+    match e.filter(|e| !e.is_empty() && !m.contains(e.as_ref())) {
+        Some(e) if m.is_empty() => Cow::Owned(e.into_owned()),
+        Some(e) => Cow::Owned(format!("{m}: {e}")),
+        None => m,
     }
-    m
 }
 
 #[cfg(test)]
@@ -171,7 +211,8 @@ mod tests {
         quick_level(text, payload::sniff(text))
     }
     fn message(text: &str) -> Option<String> {
-        mining_message(text, payload::sniff(text), None)
+        let sniffed = payload::sniff(text);
+        mining_message(text, sniffed, None, quick_level(text, sniffed), None).map(Cow::into_owned)
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct Prepared<'a> {
     /// The level its header gave (None for JSON and logfmt, whose level
     /// keys [`Decoder::level`] reads when asked).
     pub level: Option<Level>,
+    /// The text header read on `text` (its start trimmed), when the line
+    /// is text: the message is read behind it without reading it again.
+    pub header: Option<Header>,
     /// Where the event time came from.
     pub time_from: TimeFrom,
 }
@@ -178,6 +181,9 @@ pub struct Decoder {
     /// The time and level the current line's header gave (plain text
     /// formats; None for JSON and logfmt).
     header: (Option<i64>, Option<Level>),
+    /// The text header read on the current line (None for JSON, logfmt
+    /// and console lines).
+    text_header: Option<Header>,
     /// Where the current line's time came from.
     time_from: TimeFrom,
     /// Spans of the fields found on the last prepared line.
@@ -222,6 +228,7 @@ impl Decoder {
             afters_possible: true,
             forced_time: None,
             header: (None, None),
+            text_header: None,
             time_from: TimeFrom::None,
             spans: Vec::new(),
             time_slots: Vec::new(),
@@ -533,6 +540,7 @@ impl Decoder {
         let format = match payload::structured_kind(&text) {
             Some(k @ ("json" | "logfmt")) => {
                 self.header = (None, None);
+                self.text_header = None;
                 k
             }
             kind => {
@@ -582,6 +590,7 @@ impl Decoder {
             prefiltered,
             format,
             level: self.header.1,
+            header: self.text_header,
             time_from: self.time_from,
         })
     }
@@ -649,12 +658,14 @@ impl Decoder {
         let h: Header = match kind {
             Some("json" | "logfmt") => {
                 self.header = (None, None);
+                self.text_header = None;
                 return kind.unwrap_or("json");
             }
             Some(_) => header::console(text.trim_start()),
             None => header::read_at(text.trim_start(), reference),
         };
         self.header = (h.time, h.level);
+        self.text_header = kind.is_none().then_some(h);
         kind.unwrap_or_else(|| payload::header_kind(&h))
     }
 

@@ -105,6 +105,7 @@ impl Decoder {
             prefiltered: None,
             format,
             level: self.header.1,
+            header: self.text_header,
             time_from: self.time_from,
         })
     }

@@ -205,6 +205,8 @@ mod tests {
     fn spec(min_count: u64, min_groups: usize) -> Spec {
         Spec {
             levels: Vec::new(),
+            unleveled: false,
+            chatter_per_second: 0,
             page_levels: Vec::new(),
             learn_for: 0,
             window: 60 * S,
@@ -213,7 +215,7 @@ mod tests {
             novel_for: 3600 * S,
             forget_after: 0,
             max_templates: 10,
-            similarity: 0.5,
+            variable_after: 3,
             ignore: Vec::new(),
         }
     }

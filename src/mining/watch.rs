@@ -5,6 +5,7 @@
 //! the lines of new templates to the novelty detector.
 
 use super::{Miner, MinerConfig, MinerState, Template};
+use crate::decode::header::Header;
 use crate::decode::level::mining_message;
 use crate::decode::payload::Level;
 use crate::rules::Novelty;
@@ -34,6 +35,9 @@ pub struct WatchStats {
     pub mined: u64,
     /// Mined lines skipped because of the ignore list.
     pub ignored: u64,
+    /// Info, debug and unlevelled lines past `chatter_per_second`: counted,
+    /// not mined.
+    pub chatter_skipped: u64,
     /// Lines of new templates routed to the detector.
     pub novel_lines: u64,
     /// Templates that became new after learning.
@@ -55,8 +59,14 @@ pub struct Watch {
     born: HashMap<u64, i64>,
     /// Newest event time mined.
     latest: i64,
+    /// The chatter allowance: lines left, and the event time it was
+    /// topped up at.
+    chatter: (f64, i64),
     stats: WatchStats,
 }
+
+/// Seconds of `chatter_per_second` a burst may take at once.
+const CHATTER_BURST_SECS: f64 = 10.0;
 
 /// The alert key of a template.
 pub fn template_key(id: u64) -> String {
@@ -65,9 +75,8 @@ pub fn template_key(id: u64) -> String {
 
 fn config(spec: &Novelty) -> MinerConfig {
     MinerConfig {
-        similarity: spec.similarity,
+        variable_after: spec.variable_after,
         max_templates: spec.max_templates,
-        ..MinerConfig::default()
     }
 }
 
@@ -80,6 +89,10 @@ impl Watch {
             learn_until: None,
             born: HashMap::new(),
             latest: i64::MIN,
+            chatter: (
+                f64::from(spec.chatter_per_second) * CHATTER_BURST_SECS,
+                i64::MIN,
+            ),
             stats: WatchStats::default(),
         }
     }
@@ -118,28 +131,61 @@ impl Watch {
             .map(|u| u.saturating_sub(self.spec.learn_for))
     }
 
-    /// Whether lines at `level` are mined (cheap: the engine asks first).
-    pub fn mines(&self, level: Level) -> bool {
-        self.spec.levels.contains(&level)
+    /// Whether lines at `level` (None: without one) are mined (cheap: the
+    /// engine asks first).
+    pub fn mines(&self, level: Option<Level>) -> bool {
+        match level {
+            Some(l) => self.spec.levels.contains(&l),
+            None => self.spec.unleveled,
+        }
     }
 
-    /// Mines one payload at `level` (its format as sniffed) at event time
-    /// `time`; returns what to report when its template is new at a paging
-    /// level. `timed`: the time is the line's own; an inherited one (a line
-    /// without a time) never starts or moves the learning period.
+    /// Whether a line of chatter (info, debug, no level) at `time` fits
+    /// the allowance of `chatter_per_second`, topped up on event time.
+    fn chatter_allowed(&mut self, time: i64) -> bool {
+        let rate = f64::from(self.spec.chatter_per_second);
+        if rate == 0.0 {
+            return true;
+        }
+        let (left, at) = self.chatter;
+        let left = if at == i64::MIN || time <= at {
+            left
+        } else {
+            let secs = (time - at) as f64 / 1e9;
+            (left + secs * rate).min(rate * CHATTER_BURST_SECS)
+        };
+        let at = if at == i64::MIN { time } else { at.max(time) };
+        if left >= 1.0 {
+            self.chatter = (left - 1.0, at);
+            true
+        } else {
+            self.chatter = (left, at);
+            self.stats.chatter_skipped += 1;
+            false
+        }
+    }
+
+    /// Mines one payload at `level` (its format as sniffed, its text header
+    /// if the decoder read one) at event time `time`; returns what to
+    /// report when its template is new at a paging level. `timed`: the
+    /// time is the line's own; an inherited one (a line without a time)
+    /// never starts or moves the learning period.
     pub fn observe(
         &mut self,
         level: Option<Level>,
         text: &str,
         format: &str,
+        header: Option<&Header>,
         time: i64,
         timed: bool,
     ) -> Option<Novel> {
-        let level = level?;
-        if !self.spec.levels.contains(&level) {
+        if !self.mines(level) {
             return None;
         }
-        let message = mining_message(text, format, Some(time))?;
+        if level.is_none_or(|l| l < Level::Warn) && !self.chatter_allowed(time) {
+            return None;
+        }
+        let message = mining_message(text, format, header, level, Some(time))?;
         if self
             .spec
             .ignore
@@ -159,9 +205,11 @@ impl Watch {
             // Before any timed line, an untimed one is learned.
             self.learn_until.unwrap_or(i64::MAX)
         };
-        let before = self.miner.evicted();
-        let s = self.miner.add(&message, time, Some(level));
-        if self.miner.evicted() != before {
+        let before = self.miner.evicted() + self.miner.merged();
+        let s = self.miner.add(&message, time, level);
+        if self.miner.evicted() + self.miner.merged() != before {
+            // Evicted or merged into an older one: forget its birth (a
+            // merge keeps the older template's).
             self.born.retain(|id, _| self.miner.get(*id).is_some());
         }
         if time < learn_until {
@@ -174,6 +222,7 @@ impl Watch {
             self.birth(s.id, time);
         }
         let born = *self.born.get(&s.id)?;
+        let level = level?;
         if time - born > self.spec.novel_for || !self.spec.page_levels.contains(&level) {
             return None;
         }
@@ -244,6 +293,8 @@ mod tests {
     fn spec() -> Novelty {
         Novelty {
             levels: vec![Level::Warn, Level::Error, Level::Fatal],
+            unleveled: false,
+            chatter_per_second: 1000,
             page_levels: vec![Level::Error, Level::Fatal],
             learn_for: 600 * S,
             window: 300 * S,
@@ -252,7 +303,7 @@ mod tests {
             novel_for: 3600 * S,
             forget_after: 86_400 * S,
             max_templates: 100,
-            similarity: 0.5,
+            variable_after: 3,
             ignore: vec!["healthz".into()],
         }
     }
@@ -262,7 +313,8 @@ mod tests {
     fn see(w: &mut Watch, t: i64, level: &str, msg: &str) -> Option<String> {
         let text = line(level, msg);
         let l = crate::decode::level::quick_level(&text, "json");
-        w.observe(l, &text, "json", t * S, true).map(|n| n.template)
+        w.observe(l, &text, "json", None, t * S, true)
+            .map(|n| n.template)
     }
 
     #[test]

@@ -196,6 +196,11 @@ impl Detect {
 pub struct Novelty {
     /// Levels mined.
     pub levels: Vec<Level>,
+    /// Lines without a level are mined too (`none` among the levels).
+    pub unleveled: bool,
+    /// Info, debug and unlevelled lines mined per second of event time
+    /// (0: no limit).
+    pub chatter_per_second: u32,
     /// Levels whose new templates page.
     pub page_levels: Vec<Level>,
     /// Learning time from the first line.
@@ -212,8 +217,8 @@ pub struct Novelty {
     pub forget_after: i64,
     /// Template cap.
     pub max_templates: usize,
-    /// Similarity threshold.
-    pub similarity: f64,
+    /// Distinct words in one position that make it a variable.
+    pub variable_after: usize,
     /// Literals whose messages are never mined.
     pub ignore: Vec<String>,
 }
@@ -578,12 +583,18 @@ fn locate_top(text: &str, key: &str) -> (usize, usize) {
         .map_or((1, 1), |i| (i + 1, 1))
 }
 
-/// Levels named in a novelty section; `error` brings `fatal` along.
-fn novelty_levels(names: &[String], what: &str) -> Result<Vec<Level>, String> {
+/// Levels named in a novelty section; `error` brings `fatal` along, and
+/// `none` (lines without a level) is returned apart.
+fn novelty_levels(names: &[String], what: &str) -> Result<(Vec<Level>, bool), String> {
     let mut out = Vec::new();
+    let mut none = false;
     for n in names {
+        if n.eq_ignore_ascii_case("none") {
+            none = true;
+            continue;
+        }
         let l = Level::parse(n).ok_or_else(|| {
-            format!("{what}: unknown level {n:?} (use debug, info, warn, error, fatal)")
+            format!("{what}: unknown level {n:?} (use debug, info, warn, error, fatal, none)")
         })?;
         out.push(l);
         if l == Level::Error {
@@ -592,7 +603,7 @@ fn novelty_levels(names: &[String], what: &str) -> Result<Vec<Level>, String> {
     }
     out.sort_by_key(|l| *l as u8);
     out.dedup();
-    Ok(out)
+    Ok((out, none))
 }
 
 /// The synthetic rule of the `novelty:` section (see [`Novelty`]).
@@ -602,14 +613,19 @@ fn compile_novelty(
     origin: Origin,
 ) -> Result<Rule, String> {
     let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let levels = novelty_levels(
-        spec.levels.as_deref().unwrap_or(&strs(&["error", "warn"])),
+    let (levels, unleveled) = novelty_levels(
+        spec.levels
+            .as_deref()
+            .unwrap_or(&strs(&["debug", "info", "warn", "error"])),
         "levels",
     )?;
-    let page_levels = novelty_levels(
+    let (page_levels, page_none) = novelty_levels(
         spec.page_levels.as_deref().unwrap_or(&strs(&["error"])),
         "page_levels",
     )?;
+    if page_none {
+        return Err("page_levels cannot name none: a line without a level never pages".into());
+    }
     if let Some(l) = page_levels.iter().find(|l| !levels.contains(l)) {
         return Err(format!(
             "page_levels has {} but levels does not: only mined levels can page",
@@ -627,12 +643,17 @@ fn compile_novelty(
     if window == 0 {
         return Err("window must be positive".into());
     }
-    let similarity = spec.similarity.unwrap_or(0.5);
-    if !(similarity > 0.0 && similarity <= 1.0) {
-        return Err("similarity must be in (0, 1]".into());
+    if spec.similarity.is_some() {
+        return Err("similarity is no longer a setting: two messages share a template when their words agree, and a position becomes a variable after variable_after distinct words (default 4)".into());
+    }
+    let variable_after = spec.variable_after.unwrap_or(4);
+    if variable_after < 2 {
+        return Err("variable_after must be 2 or more".into());
     }
     let n = Novelty {
         levels,
+        unleveled,
+        chatter_per_second: spec.chatter_per_second.unwrap_or(1000),
         page_levels,
         learn_for: d(spec.learn_for, 3600, "learn_for")?,
         window,
@@ -641,7 +662,7 @@ fn compile_novelty(
         novel_for: d(spec.novel_for, 3600, "novel_for")?,
         forget_after: d(spec.forget_after, 7 * 86_400, "forget_after")?,
         max_templates: spec.max_templates.unwrap_or(10_000).max(1),
-        similarity,
+        variable_after,
         ignore: spec
             .ignore
             .iter()

@@ -36,7 +36,8 @@ pub struct NoveltySpec {
     /// On or off (default on).
     #[serde(default)]
     pub enabled: Option<bool>,
-    /// Levels mined into templates (default error and warn; fatal counts as error).
+    /// Levels mined into templates (default all five; fatal counts as
+    /// error; `none` adds the lines without a level).
     #[serde(default)]
     pub levels: Option<Vec<String>>,
     /// Levels whose new templates page (default error; fatal counts as error).
@@ -70,7 +71,17 @@ pub struct NoveltySpec {
     /// Most templates kept (default 10000; the least recently seen go, counted).
     #[serde(default)]
     pub max_templates: Option<usize>,
-    /// Least share of agreeing tokens for a message to join a template (default 0.5).
+    /// Distinct words in one position, among templates otherwise alike,
+    /// that make the position a variable (default 4).
+    #[serde(default)]
+    pub variable_after: Option<usize>,
+    /// Info, debug and unlevelled lines mined per second of event time (a
+    /// burst of ten seconds' worth allowed; default 1000, 0 no limit): past
+    /// it they are counted, not mined. Warn and above always are.
+    #[serde(default)]
+    pub chatter_per_second: Option<u32>,
+    /// An earlier setting (Drain's similarity), refused with a pointer to
+    /// `variable_after`.
     #[serde(default)]
     pub similarity: Option<f64>,
     /// Severity of the alert (default warning).

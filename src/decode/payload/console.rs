@@ -4,6 +4,7 @@
 use super::{Fields, Format, Level, Payload};
 use crate::decode::time::parse_rfc3339;
 use serde_json::Value;
+use std::borrow::Cow;
 
 pub(super) fn is_caller(s: &str) -> bool {
     s.rsplit_once(':').is_some_and(|(f, l)| {
@@ -64,9 +65,24 @@ fn column_gap(b: &[u8]) -> usize {
     }
 }
 
-/// zap console: tab separated, or with the tabs turned into runs of spaces
-/// (as happens when lines are copied from a terminal).
-pub(super) fn decode_console(t: &str) -> Option<Payload> {
+/// A zap console line taken apart: its stamp, level word, logger column,
+/// message and trailing JSON object (the part `fields` accepted).
+pub(super) struct Split<'t, F> {
+    time: i64,
+    level: &'t str,
+    logger: Option<&'t str>,
+    /// The message columns, joined by one space.
+    pub(super) message: Cow<'t, str>,
+    /// The trailing object, as `fields` read it.
+    pub(super) fields: Option<F>,
+}
+
+/// Takes a console line apart; `fields` reads the trailing `{…}` (a text
+/// that is not an object stays in the message).
+pub(super) fn split<'t, F>(
+    t: &'t str,
+    fields: impl Fn(&'t str) -> Option<F>,
+) -> Option<Split<'t, F>> {
     let b = t.as_bytes();
     if !looks_like_console(b) {
         return None;
@@ -85,54 +101,84 @@ pub(super) fn decode_console(t: &str) -> Option<Payload> {
         .or_else(|| rest.find("  {\""))
         .or_else(|| rest.find(" {\""))
     {
-        Some(i) if rest.trim_end().ends_with('}') => {
-            let js = rest[i..].trim();
-            match serde_json::from_str::<Value>(js) {
-                Ok(Value::Object(m)) => (&rest[..i], Fields::Json(m)),
-                _ => (rest, Fields::None),
-            }
-        }
-        _ => (rest, Fields::None),
+        Some(i) if rest.trim_end().ends_with('}') => match fields(rest[i..].trim()) {
+            Some(f) => (&rest[..i], Some(f)),
+            None => (rest, None),
+        },
+        _ => (rest, None),
     };
     // head: [logger] [caller] msg — tab separated, or whitespace runs.
-    let parts: Vec<&str> = if head.contains('\t') {
-        head.split('\t').collect()
+    let (logger, message) = if head.contains('\t') {
+        columns(head.split('\t'))
     } else {
-        head.split("  ")
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect()
+        columns(head.split("  ").map(str::trim).filter(|s| !s.is_empty()))
     };
-    let mut fields_out = fields;
-    let message = match parts.iter().position(|p| is_caller(p.trim())) {
-        Some(ci) => {
-            let logger = if ci > 0 { Some(parts[0].trim()) } else { None };
-            if let (Some(l), Fields::Json(m)) = (logger, &mut fields_out) {
-                m.entry("logger")
-                    .or_insert_with(|| Value::String(l.to_string()));
-            }
-            parts[ci + 1..].join(" ").trim().to_string()
+    Some(Split {
+        time,
+        level: lvl,
+        logger,
+        message,
+        fields,
+    })
+}
+
+/// zap console: tab separated, or with the tabs turned into runs of spaces
+/// (as happens when lines are copied from a terminal).
+pub(super) fn decode_console(t: &str) -> Option<Payload> {
+    let s = split(t, |js| match serde_json::from_str::<Value>(js) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    })?;
+    let fields = match (s.fields, s.logger) {
+        (Some(mut m), Some(l)) => {
+            m.entry("logger")
+                .or_insert_with(|| Value::String(l.to_string()));
+            Fields::Json(m)
         }
-        None => {
-            // No caller column: `logger\tmessage` (Istio's scopes).
-            if let (true, Fields::Json(m)) = (parts.len() >= 2, &mut fields_out) {
-                m.entry("logger")
-                    .or_insert_with(|| Value::String(parts[0].trim().to_string()));
-            } else if parts.len() >= 2 && matches!(fields_out, Fields::None) {
-                fields_out = Fields::Pairs(vec![("logger".into(), parts[0].trim().to_string())]);
-            }
-            parts
-                .last()
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default()
-        }
+        (Some(m), None) => Fields::Json(m),
+        (None, Some(l)) => Fields::Pairs(vec![("logger".into(), l.to_string())]),
+        (None, None) => Fields::None,
     };
     Some(Payload {
         format: Format::Console,
-        time: Some(time),
-        level: Level::parse(lvl),
-        message,
-        fields: fields_out,
+        time: Some(s.time),
+        level: Level::parse(s.level),
+        message: s.message.into_owned(),
+        fields,
         malformed: false,
     })
+}
+
+/// The logger and the message of a console line's columns: after a caller
+/// column (`file.go:12`) the rest is the message and the column before the
+/// caller, if any, the logger; without one (Istio's scopes) the last column
+/// is the message and the first, when there are two or more, the logger.
+fn columns<'t, I>(cols: I) -> (Option<&'t str>, Cow<'t, str>)
+where
+    I: Iterator<Item = &'t str> + Clone,
+{
+    let first = cols.clone().next().map(str::trim);
+    match cols.clone().position(|p| is_caller(p.trim())) {
+        Some(ci) => {
+            let mut rest = cols.skip(ci + 1);
+            let message = match (rest.next(), rest.clone().next()) {
+                (None, _) => Cow::Borrowed(""),
+                (Some(one), None) => Cow::Borrowed(one.trim()),
+                (Some(one), Some(_)) => {
+                    let mut m = one.to_string();
+                    for p in rest {
+                        m.push(' ');
+                        m.push_str(p);
+                    }
+                    Cow::Owned(m.trim().to_string())
+                }
+            };
+            (first.filter(|_| ci > 0), message)
+        }
+        None => {
+            let n = cols.clone().count();
+            let last = cols.last().map_or("", str::trim);
+            (first.filter(|_| n >= 2), Cow::Borrowed(last))
+        }
+    }
 }

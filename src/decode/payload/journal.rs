@@ -34,8 +34,19 @@ pub(super) fn decode_syslog(t: &str, h: &Header, reference: Reference) -> Payloa
     p
 }
 
-/// klog: `I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" k="v"`.
-pub(super) fn decode_klog(t: &str, reference: Reference) -> Option<Payload> {
+/// A klog line taken apart: month, day, clock, level letter, and the text
+/// after `file.go:N] `.
+pub(super) struct KlogSplit<'t> {
+    month: u32,
+    day: u32,
+    clock: (u32, u32, u32, u32),
+    letter: &'t str,
+    /// The text after the header.
+    pub(super) body: &'t str,
+}
+
+/// Takes a klog line apart ([`KlogSplit`]), if it is one.
+pub(super) fn klog_split(t: &str) -> Option<KlogSplit<'_>> {
     let b = t.as_bytes();
     if b.len() < 21
         || !matches!(b[0], b'I' | b'W' | b'E' | b'F')
@@ -55,14 +66,31 @@ pub(super) fn decode_klog(t: &str, reference: Reference) -> Option<Payload> {
     if !header.split_whitespace().last().is_some_and(is_caller) {
         return None;
     }
+    Some(KlogSplit {
+        month,
+        day,
+        clock,
+        letter: &t[..1],
+        body: rest.get(close + 2..).unwrap_or(""),
+    })
+}
+
+/// klog: `I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" k="v"`.
+pub(super) fn decode_klog(t: &str, reference: Reference) -> Option<Payload> {
+    let KlogSplit {
+        month,
+        day,
+        clock,
+        letter,
+        body,
+    } = klog_split(t)?;
     // A stamp without a year: completed from the reference, if any.
     let time = match reference {
         Reference::Near(r) => with_nearest_year(r, month, day, clock),
         Reference::Bound(r) => with_inferred_year(r, month, day, clock),
         Reference::None => None,
     };
-    let body = rest.get(close + 2..).unwrap_or("");
-    let level = Level::parse(&t[..1]);
+    let level = Level::parse(letter);
     let (message, pairs) = if let Some(after) = body.strip_prefix('"') {
         // Structured klog: quoted message then logfmt-style pairs.
         let (msg, used) = read_quoted(after);

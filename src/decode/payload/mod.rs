@@ -194,6 +194,129 @@ pub fn decode_at(text: &str, reference: Reference) -> Payload {
     }
 }
 
+/// What template mining reads of a payload: its message, and the text its
+/// error detail may be in (a console line's trailing object, a klog
+/// line's pairs), the same answers as [`decode`]'s `message` and error
+/// field without building the fields (mining reads every mined line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageParts<'t> {
+    /// The message, as [`decode`] gives it.
+    pub message: Cow<'t, str>,
+    /// Where an `error`/`err` key may be ("" when the format has none).
+    pub details: &'t str,
+}
+
+/// [`MessageParts`] of a text payload; None when only the full decoder can
+/// say (a JSON or logfmt payload, or one behind a header). `header`: the
+/// header already read on `text` (start trimmed), if the caller has it.
+pub fn message_parts<'t>(
+    text: &'t str,
+    reference: Reference,
+    header: Option<&Header>,
+) -> Option<MessageParts<'t>> {
+    parts_at(text, reference, header).map(|(p, _)| p)
+}
+
+fn parts<'t>(message: Cow<'t, str>, details: &'t str) -> MessageParts<'t> {
+    MessageParts { message, details }
+}
+
+/// `js` when it reads as one JSON object (a console line's trailing
+/// fields): braces and brackets balance outside strings and close at its
+/// end. Not a full validation (the decoder parses it), a cheap one that
+/// agrees with it on what logs write: an object, or a cut one.
+fn json_text(js: &str) -> Option<&str> {
+    let b = js.as_bytes();
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let (mut depth, mut i) = (0usize, 0);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // To the closing quote, over escapes.
+                i += 1;
+                loop {
+                    let at = i + memchr::memchr2(b'"', b'\\', &b[i..])?;
+                    if b[at] == b'\\' {
+                        i = at + 2;
+                    } else {
+                        i = at;
+                        break;
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return (i + 1 == b.len()).then_some(js);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// [`message_parts`], and whether the payload was text behind a header
+/// without a level (which syslog then reads as its program's whole text).
+fn parts_at<'t>(
+    text: &'t str,
+    reference: Reference,
+    header: Option<&Header>,
+) -> Option<(MessageParts<'t>, bool)> {
+    let t = text.trim_end_matches(['\r', '\n']);
+    let lead = t.trim_start();
+    if lead.starts_with('{') {
+        return None;
+    }
+    if let Some(s) = console::split(t, json_text) {
+        return Some((parts(s.message, s.fields.unwrap_or("")), false));
+    }
+    if let Some(journal::KlogSplit { body, .. }) = journal::klog_split(lead) {
+        return Some(match body.strip_prefix('"') {
+            Some(after) => {
+                let (msg, used) = super::quick::read_quoted(after);
+                (
+                    parts(Cow::Owned(msg), after.get(used..).unwrap_or("")),
+                    false,
+                )
+            }
+            None => (parts(Cow::Borrowed(body), ""), false),
+        });
+    }
+    if logfmt_start(lead) {
+        return None;
+    }
+    let h = match header {
+        Some(h) => *h,
+        None => header::read_at(lead, reference),
+    };
+    match h.kind {
+        Kind::None => Some((parts(Cow::Borrowed(t), ""), false)),
+        Kind::Syslog => {
+            let inner = lead.get(h.inner..).unwrap_or("");
+            let inner_ref = h.time.map_or(reference, Reference::Near);
+            let (p, bare) = parts_at(inner, inner_ref, None)?;
+            Some(if bare {
+                (parts(Cow::Borrowed(inner), ""), false)
+            } else {
+                (p, false)
+            })
+        }
+        _ => {
+            let body = h.message(lead).trim_end();
+            let first = body.split(' ').next().unwrap_or("");
+            if body.starts_with('{') || first.contains('=') {
+                return None;
+            }
+            Some((parts(Cow::Borrowed(body), ""), h.level.is_none()))
+        }
+    }
+}
+
 /// The named parts of a header as fields (`logger`, `thread`, `pid`…).
 pub(super) fn header_fields(t: &str, h: &Header) -> Vec<(String, String)> {
     h.parts(t)
