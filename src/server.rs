@@ -235,6 +235,7 @@ impl Telemetry {
             for (kind, v) in [
                 ("lines_mined", n.mined),
                 ("lines_mined_ignored", n.ignored),
+                ("lines_chatter_skipped", n.chatter_skipped),
                 ("novel_lines", n.novel_lines),
                 ("novel_templates", n.novel_templates),
                 ("templates_evicted", n.templates_evicted),

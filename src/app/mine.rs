@@ -149,20 +149,57 @@ pub fn templates(
     });
     let mut mined = 0u64;
     let mut seen: Vec<(String, Option<u64>, Option<Level>)> = Vec::new();
-    let lines = each_line(files, &set.keys, |d, p| {
-        let level = d.level(p);
-        let mut id = None;
-        if o.level.is_none_or(|min| level.is_some_and(|l| l >= min)) {
-            if let Some(m) =
-                mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time))
-            {
-                id = Some(miner.add(&m, p.time, level).id);
-                mined += 1;
+    // Two stages on two threads: reading and decoding, then mining, with
+    // a bounded queue of batches between them.
+    let lines = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Mined>>(PIPELINE_BATCHES);
+        let keys = &set.keys;
+        let reader = scope.spawn(move || {
+            let mut batch: Vec<Mined> = Vec::with_capacity(PIPELINE_BATCH);
+            let n = each_line(files, keys, |d, p| {
+                // The message is read on the mining thread, which has
+                // less to do.
+                let level = d.level(p);
+                let wanted = o.level.is_none_or(|min| level.is_some_and(|l| l >= min));
+                batch.push(Mined {
+                    text: p.text.to_string(),
+                    format: p.format,
+                    header: p.header,
+                    wanted,
+                    time: p.time,
+                    level,
+                });
+                if batch.len() >= PIPELINE_BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(PIPELINE_BATCH));
+                    // The miner is gone only if it failed: stop reading.
+                    let _ = tx.send(full);
+                }
+            });
+            if !batch.is_empty() {
+                let _ = tx.send(batch);
+            }
+            n
+        });
+        for batch in rx {
+            for m in batch {
+                let message = m
+                    .wanted
+                    .then(|| {
+                        mining_message(&m.text, m.format, m.header.as_ref(), m.level, Some(m.time))
+                    })
+                    .flatten();
+                let id = message.map(|msg| {
+                    mined += 1;
+                    miner.add(&msg, m.time, m.level).id
+                });
+                if o.lines {
+                    seen.push((m.text, id, m.level));
+                }
             }
         }
-        if o.lines {
-            seen.push((p.text.to_string(), id, level));
-        }
+        reader
+            .join()
+            .map_err(|_| AppError::Setup("the reading thread failed".into()))?
     })?;
     if o.lines {
         return write_lines(&miner, &seen, o, w);
@@ -170,6 +207,21 @@ pub fn templates(
     let text = render_templates(&miner, mined, lines, o);
     w.write_all(text.as_bytes())
         .map_err(AppError::io("cannot write the templates"))
+}
+
+/// Lines per batch between the reading and the mining thread, and batches
+/// queued at most (a bounded queue: the reader waits for the miner).
+const PIPELINE_BATCH: usize = 1024;
+const PIPELINE_BATCHES: usize = 8;
+
+/// A decoded line on its way to the miner.
+struct Mined {
+    text: String,
+    format: &'static str,
+    header: Option<crate::decode::header::Header>,
+    wanted: bool,
+    time: i64,
+    level: Option<Level>,
 }
 
 /// `templates --lines`: each mined line with its template's final id (a

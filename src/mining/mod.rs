@@ -253,6 +253,8 @@ pub struct Miner {
     lru: LruCache<u64, (), FxBuildHasher>,
     /// Exact message hash → template id.
     cache: HashMap<u64, u64>,
+    /// The token buffers of [`Miner::add`], reused line after line.
+    scratch: Tokens,
     /// Hash of a template's tokens → templates with them.
     exact: HashMap<u64, Vec<u64>>,
     /// Per token count, the wildcard masks templates have, with how many.
@@ -343,6 +345,7 @@ impl Miner {
             templates: HashMap::default(),
             lru: LruCache::with_hasher(cap, FxBuildHasher),
             cache: HashMap::default(),
+            scratch: Tokens::default(),
             exact: HashMap::default(),
             masks: HashMap::default(),
             masked: HashMap::default(),
@@ -424,8 +427,10 @@ impl Miner {
                 return s;
             }
         }
-        let tokens = tokenize(message);
-        let sighting = self.add_tokens(tokens, time, level);
+        let mut tokens = std::mem::take(&mut self.scratch);
+        tokenize_into(message, &mut tokens);
+        let sighting = self.add_tokens(tokens.as_slice(), time, level);
+        self.scratch = tokens;
         if self.cache.len() >= MESSAGE_CACHE {
             self.cache.clear();
         }
@@ -519,8 +524,8 @@ impl Miner {
         best.map(|(_, id)| id)
     }
 
-    fn add_tokens(&mut self, tokens: Vec<String>, time: i64, level: Option<Level>) -> Sighting {
-        if let Some(id) = self.find(&tokens) {
+    fn add_tokens(&mut self, tokens: &[String], time: i64, level: Option<Level>) -> Sighting {
+        if let Some(id) = self.find(tokens) {
             if let Some(s) = self.seen_again(id, time, level) {
                 return s;
             }
@@ -539,7 +544,7 @@ impl Miner {
             id,
             Template {
                 id,
-                tokens,
+                tokens: tokens.to_vec(),
                 count: 1,
                 first_seen: time,
                 last_seen: time,
@@ -938,15 +943,26 @@ pub fn load(path: &std::path::Path) -> Result<MinerState, MiningError> {
 /// with one digit (`ssh2`, `ipv6`) — and prefixed IDs without digits.
 fn is_variable(core: &str) -> bool {
     let b = core.as_bytes();
-    let digits = b.iter().filter(|c| c.is_ascii_digit()).count();
+    // One pass: what kinds of bytes the token has.
+    let (mut digits, mut alnum, mut hex_letters, mut dot) = (0usize, true, true, false);
+    for &c in b {
+        if c.is_ascii_digit() {
+            digits += 1;
+        } else if !c.is_ascii_alphabetic() {
+            alnum = false;
+            dot |= c == b'.';
+        }
+        hex_letters &= matches!(c, b'a'..=b'f' | b'A'..=b'F');
+    }
     if digits > 0 {
         // A short word with one digit is a name, not a value: ssh2,
         // ipv6, http2, k8s, s3.
-        let name = digits == 1
-            && b.len() <= 6
-            && b[0].is_ascii_alphabetic()
-            && b.iter().all(u8::is_ascii_alphanumeric);
+        let name = digits == 1 && b.len() <= 6 && b[0].is_ascii_alphabetic() && alnum;
         return !name;
+    }
+    if alnum {
+        // Hex without a digit (`deadbeef`), 8 characters or more.
+        return b.len() >= 8 && hex_letters;
     }
     // A path or a URL (`/latest/meta-data`, `./run`, `C:\\Windows`, `https://…`).
     if (b.len() >= 2 && b[0] == b'/')
@@ -958,11 +974,7 @@ fn is_variable(core: &str) -> bool {
     {
         return true;
     }
-    if is_domain(core) {
-        return true;
-    }
-    // Hex without a digit (`deadbeef`), 8 characters or more.
-    if b.len() >= 8 && b.iter().all(|c| matches!(c, b'a'..=b'f' | b'A'..=b'F')) {
+    if dot && is_domain(core) {
         return true;
     }
     // A prefixed ID (`RM_hXkTqfzqjBkR`), not a constant (`EGRESS_FAILED`).
@@ -1103,7 +1115,8 @@ fn value_is_variable(v: &str) -> bool {
 /// | `ns.example.com`, `db-3.eu.example.de` | `<*>` | host names are variables (`com.android.ui`, `main.go` are not) |
 /// | `RM_hXkTqfzqjBkR`, `deadbeefcafe` | `<*>` | prefixed IDs and long hex without digits |
 /// | `EGRESS_FAILED`, `PacketResponder` | unchanged | words and constants stay |
-fn mask_token(tok: &str) -> String {
+fn mask_token(tok: &str, out: &mut String) {
+    use std::fmt::Write as _;
     if let Some((k, v)) = tok.split_once('=') {
         let key = k.trim_start_matches(is_punct);
         if !key.is_empty()
@@ -1112,7 +1125,8 @@ fn mask_token(tok: &str) -> String {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
         {
             if v.is_empty() || !value_is_variable(v) {
-                return tok.to_string();
+                out.push_str(tok);
+                return;
             }
             // Keep the value's closing punctuation (`(uid=0)` → `(uid=<*>)`).
             let tail_at = v
@@ -1125,7 +1139,8 @@ fn mask_token(tok: &str) -> String {
             } else {
                 tail
             };
-            return format!("{k}={WILDCARD}{tail}");
+            let _ = write!(out, "{k}={WILDCARD}{tail}");
+            return;
         }
     }
     let start = tok.find(|c: char| !is_punct(c)).unwrap_or(tok.len());
@@ -1139,13 +1154,17 @@ fn mask_token(tok: &str) -> String {
     );
     if core.is_empty() {
         // `()`, `[]`, `{}`: an empty value.
-        return match tok {
-            "()" | "[]" | "{}" | "<>" => format!("{}{WILDCARD}{}", &tok[..1], &tok[1..]),
-            _ => tok.to_string(),
-        };
+        match tok {
+            "()" | "[]" | "{}" | "<>" => {
+                let _ = write!(out, "{}{WILDCARD}{}", &tok[..1], &tok[1..]);
+            }
+            _ => out.push_str(tok),
+        }
+        return;
     }
     if core == WILDCARD {
-        return tok.to_string();
+        out.push_str(tok);
+        return;
     }
     // A name and its value: `index:0`, `cancelNotification,index:0`.
     if !core.contains(['/', '(', '[', '{']) {
@@ -1157,7 +1176,8 @@ fn mask_token(tok: &str) -> String {
                 && !value.is_empty()
                 && is_variable(value)
             {
-                return format!("{pre}{}{WILDCARD}{post}", &core[..=sep]);
+                let _ = write!(out, "{pre}{}{WILDCARD}{post}", &core[..=sep]);
+                return;
             }
         }
     }
@@ -1165,17 +1185,92 @@ fn mask_token(tok: &str) -> String {
         // A sign before a number is part of it (`<1 sec`, `~5`); a bracket
         // opened inside the value closes with it (`LOCAL(0),` → `<*>,`).
         let pre = pre.trim_start_matches(['<', '>', '~']);
-        let mut post = post.to_string();
-        for (open, close) in [('(', ')'), ('[', ']'), ('{', '}')] {
-            if core.contains(open) && !pre.contains(open) {
-                if let Some(at) = post.find(close) {
-                    post.remove(at);
+        out.push_str(pre);
+        out.push_str(WILDCARD);
+        if core.contains(['(', '[', '{']) {
+            let mut post = post.to_string();
+            for (open, close) in [('(', ')'), ('[', ']'), ('{', '}')] {
+                if core.contains(open) && !pre.contains(open) {
+                    if let Some(at) = post.find(close) {
+                        post.remove(at);
+                    }
                 }
             }
+            out.push_str(&post);
+        } else {
+            out.push_str(post);
         }
-        format!("{pre}{WILDCARD}{post}")
     } else {
-        tok.to_string()
+        out.push_str(tok);
+    }
+}
+
+/// The end of the token at `i` (the next space), and whether it is a word
+/// that [`mask_token`] leaves as it is: ASCII letters between punctuation
+/// (no `=`), and not 8 or more hex letters. One pass over its bytes.
+fn scan_token(b: &[u8], i: usize) -> (usize, bool) {
+    let (mut core, mut gap, mut letters, mut eq, mut hex) = (0usize, false, true, false, true);
+    let mut end = b.len();
+    for (k, &c) in b[i..].iter().enumerate() {
+        if c.is_ascii_whitespace() {
+            end = i + k;
+            break;
+        }
+        if c < 0x80 && is_punct(char::from(c)) {
+            eq |= c == b'=';
+            gap |= core > 0;
+            continue;
+        }
+        eq |= c == b'=';
+        // Punctuation inside the core (`a.b`) makes it more than a word.
+        letters &= c.is_ascii_alphabetic() && !gap;
+        hex &= c.is_ascii_hexdigit();
+        core += 1;
+    }
+    let tok = &b[i..end];
+    let word = core > 0 && letters && !eq && !(core >= 8 && hex) && !tok.starts_with(b"<*");
+    (end, word)
+}
+
+/// Whether a timestamp may start at a token ([`stamp_len`] is asked only
+/// then): a digit, a bracket, klog's letter and date, or a month or
+/// weekday name.
+///
+/// [`stamp_len`]: crate::decode::header::stamp_len
+fn may_start_stamp(tok: &[u8]) -> bool {
+    match tok.first() {
+        Some(c) if c.is_ascii_digit() || matches!(c, b'[' | b'(') => true,
+        // klog's `I0501 12:00:40.118204`.
+        Some(b'I' | b'W' | b'E' | b'F') if tok.get(1).is_some_and(u8::is_ascii_digit) => true,
+        Some(c) if c.is_ascii_alphabetic() => {
+            let mut head = [0u8; 3];
+            for (h, c) in head.iter_mut().zip(tok) {
+                *h = c.to_ascii_lowercase();
+            }
+            matches!(
+                &head,
+                b"jan"
+                    | b"feb"
+                    | b"mar"
+                    | b"apr"
+                    | b"may"
+                    | b"jun"
+                    | b"jul"
+                    | b"aug"
+                    | b"sep"
+                    | b"oct"
+                    | b"nov"
+                    | b"dec"
+                    | b"mon"
+                    | b"tue"
+                    | b"wed"
+                    | b"thu"
+                    | b"fri"
+                    | b"sat"
+                    | b"sun"
+            )
+        }
+        _ => false,
     }
 }
 
@@ -1205,68 +1300,106 @@ fn quoted_value_end(b: &[u8], i: usize, end: usize) -> Option<usize> {
 /// a variable (`5 ms`, `1190 bytes (1.16 KB)`) is the variable's, and a
 /// `key="value with spaces"` is one token; at most [`MAX_TOKENS`].
 pub fn tokenize(message: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    let mut t = Tokens::default();
+    tokenize_into(message, &mut t);
+    t.as_slice().to_vec()
+}
+
+/// A reusable list of tokens: the strings of earlier messages are kept
+/// and written over, so tokenising a message allocates nothing once the
+/// buffers have grown.
+#[derive(Debug, Default)]
+struct Tokens {
+    bufs: Vec<String>,
+    len: usize,
+}
+
+impl Tokens {
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// A new, empty last token.
+    fn push(&mut self) -> &mut String {
+        if self.len == self.bufs.len() {
+            self.bufs.push(String::new());
+        }
+        let s = &mut self.bufs[self.len];
+        s.clear();
+        self.len += 1;
+        s
+    }
+
+    fn as_slice(&self) -> &[String] {
+        &self.bufs[..self.len]
+    }
+}
+
+/// [`tokenize`] into `out`.
+fn tokenize_into(message: &str, out: &mut Tokens) {
+    out.clear();
     let text = message.trim();
     let b = text.as_bytes();
     let mut i = 0;
-    while i < b.len() && out.len() < MAX_TOKENS {
+    while i < b.len() && out.len < MAX_TOKENS {
         while i < b.len() && b[i].is_ascii_whitespace() {
             i += 1;
         }
         if i >= b.len() {
             break;
         }
-        let stamp = if b[i].is_ascii_alphanumeric() || matches!(b[i], b'[' | b'(') {
+        let (end, word) = scan_token(b, i);
+        let stamp = if may_start_stamp(&b[i..end]) {
             crate::decode::header::stamp_len(text, i)
         } else {
             None
         };
-        let tok = match stamp {
+        let slot = out.push();
+        match stamp {
             Some(n) => {
                 i += n;
-                WILDCARD.to_string()
+                slot.push_str(WILDCARD);
+            }
+            // Most tokens are words: nothing to mask.
+            None if word => {
+                slot.push_str(&text[i..end]);
+                i = end;
             }
             None => {
-                let mut end = b[i..]
-                    .iter()
-                    .position(u8::is_ascii_whitespace)
-                    .map_or(b.len(), |p| i + p);
+                let mut end = end;
                 if let Some(e) = quoted_value_end(b, i, end) {
                     end = e;
                 }
-                let t = mask_token(&text[i..end]);
+                mask_token(&text[i..end], slot);
                 i = end;
-                t
-            }
-        };
-        if let Some(last) = out.last_mut() {
-            if last == WILDCARD {
-                // A run of variables is one; a unit or a bracketed value
-                // after a variable is the variable's.
-                let core = tok.trim_matches(is_punct);
-                if tok == WILDCARD
-                    || is_unit(core)
-                    || (is_wild(&tok) && tok.starts_with(['(', '[']))
-                {
-                    let tail =
-                        tok.trim_start_matches(|c: char| !is_punct(c) || c == '(' || c == '[');
-                    if tok != WILDCARD && tail.ends_with([',', ':', ';']) {
-                        last.push(tail.as_bytes()[tail.len() - 1] as char);
-                    }
-                    continue;
-                }
-                // `<*> <*>"`: the variable run ends where the punctuation does.
-                if let Some(rest) = tok.strip_prefix(WILDCARD) {
-                    if !rest.is_empty() && rest.chars().all(is_punct) {
-                        *last = tok;
-                        continue;
-                    }
-                }
             }
         }
-        out.push(tok);
+        let n = out.len;
+        if n < 2 || out.bufs[n - 2] != WILDCARD {
+            continue;
+        }
+        let tok = &out.bufs[n - 1];
+        // A run of variables is one; a unit or a bracketed value after a
+        // variable is the variable's.
+        let core = tok.trim_matches(is_punct);
+        if tok == WILDCARD || is_unit(core) || (is_wild(tok) && tok.starts_with(['(', '['])) {
+            let tail = tok.trim_start_matches(|c: char| !is_punct(c) || c == '(' || c == '[');
+            let keep = (tok != WILDCARD && tail.ends_with([',', ':', ';']))
+                .then(|| tail.as_bytes()[tail.len() - 1] as char);
+            out.len -= 1;
+            if let Some(c) = keep {
+                out.bufs[n - 2].push(c);
+            }
+            continue;
+        }
+        // `<*> <*>"`: the variable run ends where the punctuation does.
+        if let Some(rest) = tok.strip_prefix(WILDCARD) {
+            if !rest.is_empty() && rest.chars().all(is_punct) {
+                out.bufs.swap(n - 2, n - 1);
+                out.len -= 1;
+            }
+        }
     }
-    out
 }
 
 #[cfg(test)]
