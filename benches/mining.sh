@@ -76,8 +76,8 @@ dr_rss=$(printf '%s\n' "${drain[@]}" | awk '{print $3}' | sort -n | tail -1)
 templates=$("$BIN" templates "$CORPUS" --json --top 1000000 | wc -l)
 
 awk -v l="$LINES" -v b="$BYTES" -v s="$sw_s" -v rss="$sw_rss" -v t="$templates" \
-    -v dr="$dr_rate" -v dl="$DRAIN_LINES" -v dc="$dr_clusters" -v drss="$dr_rss" 'BEGIN {
-  printf "corpus: %d lines, %.0f MB (LogHub-2k x %d)\n", l, b / 1e6, l / 31988
+    -v rep="$REPEAT" -v dr="$dr_rate" -v dl="$DRAIN_LINES" -v dc="$dr_clusters" -v drss="$dr_rss" 'BEGIN {
+  printf "corpus: %d lines, %.0f MB (LogHub-2k x %d)\n", l, b / 1e6, rep
   printf "%-34s %12s %10s %10s %10s\n", "miner", "lines/s", "lines", "templates", "peak RSS"
   printf "%-34s %12.0f %10d %10d %8.1f MB\n", "sigwatch templates (raw lines)", l / s, l, t, rss / 1024
   printf "%-34s %12.0f %10d %10d %8.1f MB\n", "Drain3 defaults (messages)", dr, dl, dc, drss / 1024
