@@ -19,14 +19,7 @@ fn check(groups: &[&[&str]]) -> Miner {
     for i in 0..longest {
         for (gi, g) in groups.iter().enumerate() {
             if let Some(line) = g.get(i) {
-                let msg = mining_message(
-                    line,
-                    sniff(line),
-                    None,
-                    quick_level(line, sniff(line)),
-                    None,
-                )
-                .unwrap_or_else(|| panic!("no message in {line:?}"));
+                let msg = message(line);
                 t += 1;
                 ids[gi].push(m.add(&msg, t, None).id);
             }
@@ -61,15 +54,22 @@ fn check(groups: &[&[&str]]) -> Miner {
     m
 }
 
-fn text_of(m: &Miner, line: &str) -> String {
-    let msg = mining_message(
+/// The message novelty mines from `line` (its format sniffed, its level
+/// read).
+fn message(line: &str) -> String {
+    mining_message(
         line,
         sniff(line),
         None,
         quick_level(line, sniff(line)),
         None,
     )
-    .unwrap();
+    .unwrap_or_else(|| panic!("no message in {line:?}"))
+    .into_owned()
+}
+
+fn text_of(m: &Miner, line: &str) -> String {
+    let msg = message(line);
     let id = m
         .lookup(&msg)
         .unwrap_or_else(|| panic!("{line:?} has no template"));

@@ -16,6 +16,10 @@ use std::sync::LazyLock;
 struct Keys {
     names: &'static [&'static str],
     finders: Vec<Finder<'static>>,
+    /// Whether any of the names occurs at all: one SIMD pass that spares
+    /// a line without any of them a search per key (a Kubernetes event
+    /// has no level key; its `type` is read instead).
+    any: Option<aho_corasick::AhoCorasick>,
 }
 
 impl Keys {
@@ -23,10 +27,28 @@ impl Keys {
         Keys {
             names,
             finders: names.iter().map(|k| Finder::new(k.as_bytes())).collect(),
+            any: None,
+        }
+    }
+
+    /// [`Keys::new`], with the one-pass test for lines that often have
+    /// none of the names.
+    fn prefiltered(names: &'static [&'static str]) -> Keys {
+        Keys {
+            any: aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(names)
+                .ok(),
+            ..Keys::new(names)
         }
     }
     /// The value of the first key present.
     fn get<'a>(&self, text: &'a str) -> Option<Cow<'a, str>> {
+        // Any occurrence of a name is found by a leftmost search, so no
+        // match means no key.
+        if self.any.as_ref().is_some_and(|ac| !ac.is_match(text)) {
+            return None;
+        }
         self.names
             .iter()
             .zip(&self.finders)
@@ -34,7 +56,7 @@ impl Keys {
     }
 }
 
-static LEVEL_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(payload::LEVEL_KEYS));
+static LEVEL_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::prefiltered(payload::LEVEL_KEYS));
 static TYPE_KEY: LazyLock<Keys> = LazyLock::new(|| Keys::new(&["type"]));
 static MESSAGE_KEYS: LazyLock<Keys> = LazyLock::new(|| Keys::new(payload::MSG_KEYS));
 /// Field names whose value details an error message.
@@ -63,6 +85,18 @@ pub fn quick_level(text: &str, format: &str) -> Option<Level> {
     match format {
         "json" => {
             if let Some(rest) = text.trim_start().strip_prefix("{\"level\":\"") {
+                // zap's own names, compared in place (this runs on every line).
+                let b = rest.as_bytes();
+                for (name, level) in [
+                    (&b"info\""[..], Level::Info),
+                    (b"debug\"", Level::Debug),
+                    (b"warn\"", Level::Warn),
+                    (b"error\"", Level::Error),
+                ] {
+                    if b.starts_with(name) {
+                        return Some(level);
+                    }
+                }
                 let end = memchr::memchr(b'"', rest.as_bytes())?;
                 if let Some(l) = Level::parse(&rest[..end]) {
                     return Some(l);

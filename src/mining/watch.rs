@@ -318,6 +318,38 @@ mod tests {
     }
 
     #[test]
+    fn chatter_past_its_budget_is_skipped_and_counted_but_warnings_never_are() {
+        let mut sp = spec();
+        sp.levels = vec![Level::Info, Level::Warn, Level::Error, Level::Fatal];
+        sp.chatter_per_second = 10;
+        let mut w = Watch::new(&sp);
+        // 10 s of burst (100 lines), then 10 lines per second of event time.
+        for i in 0..300 {
+            see(&mut w, i / 100, "info", &format!("tick {i} done"));
+        }
+        let st = w.stats();
+        assert!(
+            (119..=121).contains(&st.mined),
+            "burst plus two seconds of allowance, got {}",
+            st.mined
+        );
+        assert_eq!(st.chatter_skipped, 300 - st.mined);
+        // Warnings and errors are mined whatever the budget.
+        for i in 0..50 {
+            see(&mut w, 3, "warn", &format!("slow call {i}"));
+        }
+        assert_eq!(w.stats().mined, st.mined + 50);
+        assert_eq!(w.stats().chatter_skipped, st.chatter_skipped);
+        // No limit: every line.
+        sp.chatter_per_second = 0;
+        let mut w = Watch::new(&sp);
+        for i in 0..300 {
+            see(&mut w, 0, "info", &format!("tick {i} done"));
+        }
+        assert_eq!((w.stats().mined, w.stats().chatter_skipped), (300, 0));
+    }
+
+    #[test]
     fn learns_first_then_reports_new_error_templates_only() {
         let mut w = spec_watch();
         assert_eq!(see(&mut w, 0, "error", "disk sda-1 slow"), None, "learning");

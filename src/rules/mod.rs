@@ -191,6 +191,14 @@ impl Detect {
     }
 }
 
+/// Lines below warn novelty mines per second of event time by default: a
+/// sample of the chatter (they never page by default), so mining every
+/// level costs a bounded amount however fast the logs come. The token
+/// bucket admits lines evenly, so the sample holds every template in
+/// proportion to its share of the chatter; warnings and errors are never
+/// sampled.
+pub const DEFAULT_CHATTER_PER_SECOND: u32 = 100;
+
 /// The compiled `novelty:` section (durations in ns).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Novelty {
@@ -653,7 +661,9 @@ fn compile_novelty(
     let n = Novelty {
         levels,
         unleveled,
-        chatter_per_second: spec.chatter_per_second.unwrap_or(1000),
+        chatter_per_second: spec
+            .chatter_per_second
+            .unwrap_or(DEFAULT_CHATTER_PER_SECOND),
         page_levels,
         learn_for: d(spec.learn_for, 3600, "learn_for")?,
         window,

@@ -76,7 +76,7 @@ pub struct NoveltySpec {
     #[serde(default)]
     pub variable_after: Option<usize>,
     /// Info, debug and unlevelled lines mined per second of event time (a
-    /// burst of ten seconds' worth allowed; default 1000, 0 no limit): past
+    /// burst of ten seconds' worth allowed; default 100, 0 no limit): past
     /// it they are counted, not mined. Warn and above always are.
     #[serde(default)]
     pub chatter_per_second: Option<u32>,
