@@ -42,7 +42,8 @@ pub fn kubectl_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
 
 /// Removes ANSI colour sequences (`ESC [ … m`), which stern adds by default.
 pub fn strip_ansi(line: &str) -> Cow<'_, str> {
-    if !line.contains('\x1b') {
+    // memchr's SIMD search: this runs on every line.
+    if memchr::memchr(0x1b, line.as_bytes()).is_none() {
         return Cow::Borrowed(line);
     }
     let mut out = String::with_capacity(line.len());

@@ -1209,28 +1209,75 @@ fn mask_token(tok: &str, out: &mut String) {
 /// that [`mask_token`] leaves as it is: ASCII letters between punctuation
 /// (no `=`), and not 8 or more hex letters. One pass over its bytes.
 fn scan_token(b: &[u8], i: usize) -> (usize, bool) {
-    let (mut core, mut gap, mut letters, mut eq, mut hex) = (0usize, false, true, false, true);
+    let (mut core, mut gap, mut letters, mut hex) = (0usize, false, true, true);
     let mut end = b.len();
     for (k, &c) in b[i..].iter().enumerate() {
-        if c.is_ascii_whitespace() {
+        let class = BYTE_CLASS[usize::from(c)];
+        if class & SPACE != 0 {
             end = i + k;
             break;
         }
-        if c < 0x80 && is_punct(char::from(c)) {
-            eq |= c == b'=';
+        if class & PUNCT != 0 {
             gap |= core > 0;
             continue;
         }
-        eq |= c == b'=';
-        // Punctuation inside the core (`a.b`) makes it more than a word.
-        letters &= c.is_ascii_alphabetic() && !gap;
-        hex &= c.is_ascii_hexdigit();
+        // Punctuation inside the core (`a.b`) makes it more than a word;
+        // so does anything but a letter (`=`, a digit, `*`, UTF-8).
+        letters &= class & ALPHA != 0 && !gap;
+        hex &= class & HEX != 0;
         core += 1;
     }
-    let tok = &b[i..end];
-    let word = core > 0 && letters && !eq && !(core >= 8 && hex) && !tok.starts_with(b"<*");
+    let word = core > 0 && letters && !(core >= 8 && hex);
     (end, word)
 }
+
+const SPACE: u8 = 1;
+const PUNCT: u8 = 2;
+const ALPHA: u8 = 4;
+const HEX: u8 = 8;
+
+/// What [`scan_token`] needs of each byte, looked up once: ASCII space,
+/// [`is_punct`], letter, hex digit.
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0usize;
+    while c < 256 {
+        let b = c as u8;
+        let mut v = 0;
+        if b.is_ascii_whitespace() {
+            v |= SPACE;
+        }
+        if matches!(
+            b,
+            b'(' | b')'
+                | b'['
+                | b']'
+                | b'{'
+                | b'}'
+                | b','
+                | b';'
+                | b':'
+                | b'.'
+                | b'<'
+                | b'>'
+                | b'"'
+                | b'\''
+                | b'!'
+                | b'?'
+        ) {
+            v |= PUNCT;
+        }
+        if b.is_ascii_alphabetic() {
+            v |= ALPHA;
+        }
+        if b.is_ascii_hexdigit() {
+            v |= HEX;
+        }
+        t[c] = v;
+        c += 1;
+    }
+    t
+};
 
 /// Whether a timestamp may start at a token ([`stamp_len`] is asked only
 /// then): a digit, a bracket, klog's letter and date, or a month or
@@ -1472,6 +1519,18 @@ mod tests {
         }
         assert_eq!(tokenize("  ").len(), 0);
         assert_eq!(tokenize(&"w ".repeat(500)).len(), MAX_TOKENS);
+    }
+
+    #[test]
+    fn the_byte_table_agrees_with_is_punct() {
+        for c in 0u8..128 {
+            assert_eq!(
+                BYTE_CLASS[usize::from(c)] & PUNCT != 0,
+                is_punct(char::from(c)),
+                "{c}"
+            );
+        }
+        assert!((128..256).all(|c| BYTE_CLASS[c] == 0));
     }
 
     #[test]
