@@ -150,42 +150,50 @@ pub fn templates(
     let mut mined = 0u64;
     let mut seen: Vec<(String, Option<u64>, Option<Level>)> = Vec::new();
     // Two stages on two threads: reading and decoding, then mining, with
-    // a bounded queue of batches between them.
+    // a bounded queue of batches between them. A batch holds its lines'
+    // texts in one buffer, and emptied batches go back to the reader, so
+    // no line is allocated or freed on its way.
     let lines = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Mined>>(PIPELINE_BATCHES);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(PIPELINE_BATCHES);
+        let (back_tx, back_rx) = std::sync::mpsc::sync_channel::<Batch>(PIPELINE_BATCHES + 1);
         let keys = &set.keys;
         let reader = scope.spawn(move || {
-            let mut batch: Vec<Mined> = Vec::with_capacity(PIPELINE_BATCH);
+            let mut batch = Batch::default();
             let n = each_line(files, keys, |d, p| {
                 // The message is read on the mining thread, which has
                 // less to do.
                 let level = d.level(p);
                 let wanted = o.level.is_none_or(|min| level.is_some_and(|l| l >= min));
-                batch.push(Mined {
-                    text: p.text.to_string(),
+                let from = batch.text.len();
+                batch.text.push_str(&p.text);
+                batch.lines.push(Mined {
+                    span: (from, batch.text.len()),
                     format: p.format,
                     header: p.header,
                     wanted,
                     time: p.time,
                     level,
                 });
-                if batch.len() >= PIPELINE_BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(PIPELINE_BATCH));
+                if batch.lines.len() >= PIPELINE_BATCH {
+                    let mut next = back_rx.try_recv().unwrap_or_default();
+                    next.clear();
+                    let full = std::mem::replace(&mut batch, next);
                     // The miner is gone only if it failed: stop reading.
                     let _ = tx.send(full);
                 }
             });
-            if !batch.is_empty() {
+            if !batch.lines.is_empty() {
                 let _ = tx.send(batch);
             }
             n
         });
         for batch in rx {
-            for m in batch {
+            for m in &batch.lines {
+                let text = batch.text.get(m.span.0..m.span.1).unwrap_or("");
                 let message = m
                     .wanted
                     .then(|| {
-                        mining_message(&m.text, m.format, m.header.as_ref(), m.level, Some(m.time))
+                        mining_message(text, m.format, m.header.as_ref(), m.level, Some(m.time))
                     })
                     .flatten();
                 let id = message.map(|msg| {
@@ -193,9 +201,11 @@ pub fn templates(
                     miner.add(&msg, m.time, m.level).id
                 });
                 if o.lines {
-                    seen.push((m.text, id, m.level));
+                    seen.push((text.to_string(), id, m.level));
                 }
             }
+            // Back for reuse; dropped when the reader has enough.
+            let _ = back_tx.try_send(batch);
         }
         reader
             .join()
@@ -214,9 +224,24 @@ pub fn templates(
 const PIPELINE_BATCH: usize = 1024;
 const PIPELINE_BATCHES: usize = 8;
 
+/// Decoded lines on their way to the miner: their texts in one buffer.
+#[derive(Default)]
+struct Batch {
+    text: String,
+    lines: Vec<Mined>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.lines.clear();
+    }
+}
+
 /// A decoded line on its way to the miner.
 struct Mined {
-    text: String,
+    /// Its text in the batch's buffer.
+    span: (usize, usize),
     format: &'static str,
     header: Option<crate::decode::header::Header>,
     wanted: bool,

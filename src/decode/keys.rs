@@ -295,6 +295,11 @@ impl KeyIndex {
         spans.resize(self.slot_names.len(), None);
         let Some(ac) = &self.ac else { return };
         let b = text.as_bytes();
+        // Every pattern is `"name` or `name=`: a line with neither byte
+        // (plain text) has no field, and one SIMD test says so.
+        if memchr::memchr2(b'"', b'=', b).is_none() {
+            return;
+        }
         ac.for_each(text.as_bytes(), |pat, s, e| {
             self.accept(b, pat, s, e, spans)
         });

@@ -104,10 +104,16 @@ pub fn stern_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
         return None;
     }
     let sp = memchr::memchr(b' ', line.as_bytes())?;
-    if line.as_bytes()[..sp]
+    let head = &line.as_bytes()[..sp];
+    if head
         .iter()
         .any(|c| matches!(c, b'=' | b':' | b'"' | b'{' | b'/'))
     {
+        return None;
+    }
+    // The first token is a pod (it has a `-`) or a namespace (it has a
+    // letter): `081109 203615 148 INFO …` is neither.
+    if !head.iter().any(|c| *c == b'-' || c.is_ascii_lowercase()) {
         return None;
     }
     // The first three space-separated tokens and what follows them.
