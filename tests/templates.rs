@@ -5,6 +5,8 @@
 //! messages must not. Each line goes the way `sigwatch templates` and
 //! novelty take it: format sniffing, message extraction, then the miner.
 
+mod common;
+
 use sigwatch::decode::level::{mining_message, quick_level};
 use sigwatch::decode::payload::sniff;
 use sigwatch::mining::{Miner, MinerConfig};
@@ -200,4 +202,83 @@ fn openssh() {
         text_of(&m, pam_user[1]),
         "pam_unix(sshd:auth): authentication failure; logname= uid=<*> euid=<*> tty=ssh ruser= rhost=<*> user=<*>"
     );
+}
+
+/// `sigwatch templates --lines --json`: every line with its template's
+/// final id (a template merged after the line was read answers with the
+/// survivor's), the same from a file (read twice) and from stdin (held);
+/// `--template ID` keeps that template's lines only.
+#[test]
+fn the_lines_command_gives_every_line_its_final_template() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    // Interleaved: the user name becomes a variable only at the fourth
+    // name, after the first lines were given templates of their own.
+    let groups: [&[&str]; 3] = [
+        &[
+            "Dec 10 06:55:46 LabSZ sshd[24200]: Invalid user webmaster from 173.234.31.186",
+            "Dec 10 07:07:38 LabSZ sshd[24206]: Invalid user guest from 52.80.34.196",
+            "Dec 10 07:11:42 LabSZ sshd[24224]: Invalid user chen from 202.100.179.208",
+            "Dec 10 07:13:01 LabSZ sshd[24230]: Invalid user oracle from 5.188.10.180",
+        ],
+        &[
+            "Dec 10 07:02:47 LabSZ sshd[24203]: Connection closed by 212.47.254.145 [preauth]",
+            "Dec 10 07:28:03 LabSZ sshd[24245]: Connection closed by 5.36.59.76 [preauth]",
+        ],
+        &[
+            "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_38865049064139660 terminating",
+            "081109 203807 222 INFO dfs.DataNode$PacketResponder: PacketResponder 0 for block blk_-6952295868487656571 terminating",
+        ],
+    ];
+    let mut lines: Vec<(usize, &str)> = Vec::new();
+    for i in 0..4 {
+        for (g, group) in groups.iter().enumerate() {
+            if let Some(l) = group.get(i) {
+                lines.push((g, l));
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.log");
+    let text: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    std::fs::write(&path, &text).unwrap();
+    let run = |args: &[&str], stdin: Option<&str>| -> Vec<serde_json::Value> {
+        let mut child = Command::new(common::BIN)
+            .args(["templates", "--lines", "--json", "--log-level", "error"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let file = path.to_str().unwrap();
+    let got = run(&[file], None);
+    assert_eq!(got.len(), lines.len());
+    let id = |v: &serde_json::Value| v["template"].as_u64().unwrap();
+    for (k, ((g, line), v)) in lines.iter().zip(&got).enumerate() {
+        assert_eq!(v["n"].as_u64(), Some(k as u64 + 1));
+        assert_eq!(v["text"].as_str(), Some(*line));
+        for ((h, _), w) in lines.iter().zip(&got) {
+            assert_eq!(g == h, id(v) == id(w), "{line} / {}", w["text"]);
+        }
+    }
+    // stdin: the same lines, the same ids.
+    assert_eq!(run(&["-"], Some(&text)), got);
+    // One template's lines.
+    let users = id(&got[0]).to_string();
+    let only = run(&[file, "--template", &users], None);
+    assert_eq!(only.len(), groups[0].len());
+    assert!(only
+        .iter()
+        .all(|v| v["text"].as_str().unwrap().contains("Invalid user")));
 }

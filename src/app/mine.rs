@@ -122,7 +122,8 @@ pub struct TemplatesOptions {
     pub variable_after: usize,
     /// Every mined line with its template id instead of the table
     /// (`--json`: one object per line: `n`, `template`, `level`, `text`).
-    /// The lines are kept in memory until the end, when every id is final.
+    /// Ids are final only at the end: files are read a second time to
+    /// print them (about 24 bytes per line held); stdin's lines are held.
     #[arg(long)]
     pub lines: bool,
     /// With `--lines`: only the lines of this template (repeatable).
@@ -148,7 +149,10 @@ pub fn templates(
         variable_after: o.variable_after.max(2),
     });
     let mut mined = 0u64;
-    let mut seen: Vec<(String, Option<u64>, Option<Level>)> = Vec::new();
+    // `--lines`: each line's template id (and its text only when the input
+    // cannot be read a second time: stdin).
+    let keep_text = files.iter().any(|f| f == "-");
+    let mut seen: Vec<(Option<String>, Option<u64>, Option<Level>)> = Vec::new();
     // Two stages on two threads: reading and decoding, then mining, with
     // a bounded queue of batches between them. A batch holds its lines'
     // texts in one buffer, and emptied batches go back to the reader, so
@@ -201,7 +205,7 @@ pub fn templates(
                     miner.add(&msg, m.time, m.level).id
                 });
                 if o.lines {
-                    seen.push((text.to_string(), id, m.level));
+                    seen.push((keep_text.then(|| text.to_string()), id, m.level));
                 }
             }
             // Back for reuse; dropped when the reader has enough.
@@ -212,7 +216,7 @@ pub fn templates(
             .map_err(|_| AppError::Setup("the reading thread failed".into()))?
     })?;
     if o.lines {
-        return write_lines(&miner, &seen, o, w);
+        return write_lines(&miner, &seen, files, &set.keys, o, w);
     }
     let text = render_templates(&miner, mined, lines, o);
     w.write_all(text.as_bytes())
@@ -253,15 +257,20 @@ struct Mined {
 /// template merged into another since answers with the other's).
 fn write_lines(
     miner: &Miner,
-    seen: &[(String, Option<u64>, Option<Level>)],
+    seen: &[(Option<String>, Option<u64>, Option<Level>)],
+    files: &[String],
+    keys: &decode::KeyConfig,
     o: &TemplatesOptions,
     w: &mut dyn Write,
 ) -> Result<(), AppError> {
     let mut out = std::io::BufWriter::new(w);
-    for (n, (text, id, level)) in seen.iter().enumerate() {
+    let mut write = |n: usize, text: &str| -> bool {
+        let Some((_, id, level)) = seen.get(n) else {
+            return true;
+        };
         let id = id.map(|i| miner.canonical(i));
         if !o.only.is_empty() && !id.is_some_and(|i| o.only.contains(&i)) {
-            continue;
+            return true;
         }
         let r = if o.json {
             let v = serde_json::json!({
@@ -275,10 +284,26 @@ fn write_lines(
             let id = id.map_or_else(|| "-".to_string(), |i| i.to_string());
             writeln!(out, "{id:>6}  {text}")
         };
-        if r.is_err() {
-            // A closed pipe (`| head`) ends the output quietly.
-            return Ok(());
+        // A closed pipe (`| head`) ends the output quietly.
+        r.is_ok()
+    };
+    if seen.first().is_some_and(|(t, _, _)| t.is_some()) {
+        for (n, (text, _, _)) in seen.iter().enumerate() {
+            if !write(n, text.as_deref().unwrap_or("")) {
+                return Ok(());
+            }
         }
+    } else {
+        // Files: read again, line for line as the first pass prepared
+        // them, so only the ids were held in memory.
+        let mut n = 0;
+        let mut open = true;
+        each_line(files, keys, |_, p| {
+            if open {
+                open = write(n, &p.text);
+            }
+            n += 1;
+        })?;
     }
     let _ = out.flush();
     Ok(())
