@@ -594,13 +594,29 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         n["group"].as_str().unwrap().starts_with("node-egress-"),
         "named from the node_id label: {n}"
     );
-    // Let a checkpoint land, then kill -9.
+    // Let a checkpoint land and the delivery become durable (the alert
+    // saved, the spool emptied after stdout took it), then kill -9. A kill
+    // between a delivery and its removal from the spool re-sends it at the
+    // next start (at least once, by design of the spool): that is not the
+    // re-reading this test is about.
     let ckpt = cursor::path(dir.path());
-    for _ in 0..50 {
-        if ckpt.exists() {
+    let spool_empty = |d: &std::path::Path| {
+        std::fs::read_dir(d.join("spool")).map_or(true, |entries| {
+            entries.flatten().all(|e| {
+                let p = e.path();
+                p.extension().is_none_or(|x| x != "json")
+                    || std::fs::read_to_string(&p)
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+                        .is_some_and(|v| v.is_empty())
+            })
+        })
+    };
+    for _ in 0..100 {
+        if ckpt.exists() && dir.path().join("state.json").exists() && spool_empty(dir.path()) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     child.start_kill().unwrap();
     let _ = child.wait().await;

@@ -211,6 +211,10 @@ struct LaneShared {
     cap: usize,
     /// Where the queue is persisted (with `--state-dir`).
     spool: Option<std::path::PathBuf>,
+    /// Held while the queue is read and written to the spool, so writes
+    /// land in the order of their snapshots: the file always ends with
+    /// the latest queue (a delivered notification never comes back).
+    persisting: std::sync::Mutex<()>,
     /// The lane that takes over after repeated failures.
     fallback: std::sync::OnceLock<Arc<LaneShared>>,
     /// Whether the last attempt failed (shown as degraded).
@@ -323,6 +327,10 @@ impl LaneShared {
     /// crash at any moment leaves either the old or the new queue on disk.
     fn persist(&self) {
         let Some(path) = &self.spool else { return };
+        let _order = self
+            .persisting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let items: Vec<Arc<Notification>> = match self.q.lock() {
             Ok(q) => q
                 .order
@@ -335,7 +343,9 @@ impl LaneShared {
             if let Some(d) = path.parent() {
                 std::fs::create_dir_all(d)?;
             }
-            let tmp = path.with_extension("json.tmp");
+            // A temporary name of this process's own: another writer of
+            // the same directory never collides with it.
+            let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
             let plain: Vec<&Notification> = items.iter().map(|a| a.as_ref()).collect();
             std::fs::write(
                 &tmp,
@@ -502,6 +512,7 @@ impl Dispatcher {
                     fallback: std::sync::OnceLock::new(),
                     failing: AtomicBool::new(false),
                     spool,
+                    persisting: std::sync::Mutex::new(()),
                     q: std::sync::Mutex::new(queue),
                     wake: tokio::sync::Notify::new(),
                     space: tokio::sync::Notify::new(),
