@@ -144,13 +144,13 @@ pub fn fingerprint(rule: &str, group: &str) -> String {
     format!("{:016x}", h.finish())
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 enum Phase {
     Pending { since: i64 },
     Firing { starts_at: i64, notified_at: i64 },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 struct Tracked {
     phase: Phase,
     inactive_since: Option<i64>,
@@ -181,6 +181,63 @@ pub struct SavedState {
     /// Stream key → sticky (field, value) pairs.
     #[serde(default)]
     pub sticky: Vec<(String, Vec<(String, String)>)>,
+}
+
+/// The alert stage in a checkpoint: every tracked alert — pending with the
+/// start its `for` is measured from, firing with when it was last
+/// notified, how long it has been inactive, its evidence — by rule id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct AlertsState {
+    alerts: Vec<SavedTracked>,
+    #[serde(default)]
+    firing_total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+struct SavedTracked {
+    rule: String,
+    key: String,
+    #[serde(flatten)]
+    t: Tracked,
+}
+
+impl AlertsState {
+    /// Alerts saved.
+    pub fn len(&self) -> usize {
+        self.alerts.len()
+    }
+    /// True when no alert was tracked.
+    pub fn is_empty(&self) -> bool {
+        self.alerts.is_empty()
+    }
+}
+
+/// What a restart does with a saved rule's alerts (see [`Alerts::restore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restore {
+    /// The rule and its detection are unchanged, now at this index: its
+    /// alerts go on exactly where they were.
+    Keep(usize),
+    /// The rule changed its detection, now at this index: firing alerts are
+    /// adopted (no second page), pending ones start over.
+    Adopt(usize),
+    /// The rule is gone: firing alerts are returned to be resolved.
+    Drop,
+}
+
+/// A firing alert of a rule that no longer exists, to be resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Orphan {
+    /// Rule id.
+    pub rule: String,
+    /// Alert key.
+    pub key: String,
+    /// When it started (ns).
+    pub starts_at: i64,
+    /// When it was last notified (ns).
+    pub notified_at: i64,
+    /// Its evidence.
+    pub evidence: Evidence,
 }
 
 /// How long an adopted alert waits for its condition to be seen again
@@ -425,6 +482,78 @@ impl Alerts {
         v
     }
 
+    /// The state for a checkpoint (sorted, so equal states compare equal).
+    pub fn save(&self, rules: &[Rule]) -> AlertsState {
+        let mut alerts: Vec<SavedTracked> = self
+            .map
+            .iter()
+            .filter_map(|((ri, key), t)| {
+                Some(SavedTracked {
+                    rule: rules.get(*ri)?.id.clone(),
+                    key: key.clone(),
+                    t: t.clone(),
+                })
+            })
+            .collect();
+        alerts.sort_by(|a, b| (&a.rule, &a.key).cmp(&(&b.rule, &b.key)));
+        AlertsState {
+            alerts,
+            firing_total: self.stats.firing,
+        }
+    }
+
+    /// Restores a checkpoint's alerts; `fate` says, per rule id, what
+    /// becomes of them. Returns the firing alerts of rules that are gone,
+    /// for the caller to resolve, and how many alerts were kept or adopted.
+    pub fn restore(
+        &mut self,
+        state: AlertsState,
+        fate: impl Fn(&str) -> Restore,
+    ) -> (Vec<Orphan>, usize) {
+        let mut orphans = Vec::new();
+        let mut restored = 0;
+        for SavedTracked { rule, key, mut t } in state.alerts {
+            let ri = match (fate(&rule), &t.phase) {
+                (Restore::Keep(ri), _) => ri,
+                (Restore::Adopt(ri), Phase::Firing { .. }) => {
+                    t.adopted = Some(i64::MIN);
+                    t.inactive_since = None;
+                    ri
+                }
+                (Restore::Adopt(_), Phase::Pending { .. }) => continue,
+                (
+                    Restore::Drop,
+                    Phase::Firing {
+                        starts_at,
+                        notified_at,
+                    },
+                ) => {
+                    orphans.push(Orphan {
+                        rule,
+                        key,
+                        starts_at: *starts_at,
+                        notified_at: *notified_at,
+                        evidence: t.evidence,
+                    });
+                    continue;
+                }
+                (Restore::Drop, Phase::Pending { .. }) => continue,
+            };
+            if !self.map.contains_key(&(ri, key.clone())) {
+                self.per_rule_add(ri);
+            }
+            self.map.insert((ri, key), t);
+            restored += 1;
+        }
+        (orphans, restored)
+    }
+
+    /// Counts a resolve notification made outside this stage (an orphan
+    /// of a removed rule).
+    pub fn count_resolved(&mut self) {
+        self.stats.resolved += 1;
+    }
+
     /// Takes over an alert that a previous run had firing and delivered: it
     /// is firing again at once, without a notification. If its condition is
     /// seen again it goes on as usual; if not within [`adoption_grace`], it
@@ -560,6 +689,93 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
+/// The identity labels of an alert: `alertname`, `severity`, `group` and
+/// the rule's own.
+fn identity_labels(
+    rule: &str,
+    severity: &str,
+    key: &str,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    labels.insert("alertname".to_string(), rule.to_string());
+    labels.insert("severity".to_string(), severity.to_string());
+    labels.insert("group".to_string(), key.to_string());
+    for (k, v) in extra {
+        labels.insert(k.clone(), v.clone());
+    }
+    labels
+}
+
+/// What a checkpoint keeps of a rule, to resolve its firing alerts if the
+/// rule is gone after a restart: the identity its notifications carried.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct RuleCard {
+    /// Rule id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Severity name.
+    pub severity: String,
+    /// The rule's own labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl RuleCard {
+    /// The card of a rule.
+    pub fn of(rule: &Rule) -> RuleCard {
+        RuleCard {
+            id: rule.id.clone(),
+            title: rule.title.clone(),
+            severity: rule.severity.as_str().to_string(),
+            labels: rule.labels.clone(),
+        }
+    }
+}
+
+/// The resolve of a firing alert whose rule was removed while sigwatch was
+/// down (the same identity as its firing, so receivers close it).
+pub fn render_orphan(card: &RuleCard, o: &Orphan, at: i64) -> Notification {
+    let e = &o.evidence;
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "summary".to_string(),
+        format!(
+            "{} on {}: resolved because the rule was removed",
+            card.title, o.key
+        ),
+    );
+    Notification {
+        state: AlertState::Resolved,
+        rule: card.id.clone(),
+        title: card.title.clone(),
+        severity: card.severity.clone(),
+        group: o.key.clone(),
+        labels: identity_labels(&card.id, &card.severity, &o.key, &card.labels),
+        annotations,
+        starts_at: format_rfc3339(o.starts_at),
+        ends_at: Some(format_rfc3339(at.max(o.starts_at))),
+        count: e.count,
+        first_seen: e.first_seen.map(format_rfc3339),
+        last_seen: e.last_seen.map(format_rfc3339),
+        top_groups: e
+            .top_groups
+            .iter()
+            .map(|(g, c)| TopGroup {
+                group: g.clone(),
+                count: *c,
+            })
+            .collect(),
+        share: e.share,
+        samples: e.samples.clone(),
+        template: e.template.clone(),
+        fingerprint: fingerprint(&card.id, &o.key),
+        repeat: false,
+        incident: None,
+    }
+}
+
 /// Builds a notification with rendered annotations.
 pub fn render(
     rule: &Rule,
@@ -570,13 +786,7 @@ pub fn render(
     e: &Evidence,
     repeat: bool,
 ) -> Notification {
-    let mut labels = BTreeMap::new();
-    labels.insert("alertname".to_string(), rule.id.clone());
-    labels.insert("severity".to_string(), rule.severity.as_str().to_string());
-    labels.insert("group".to_string(), key.to_string());
-    for (k, v) in &rule.labels {
-        labels.insert(k.clone(), v.clone());
-    }
+    let labels = identity_labels(&rule.id, rule.severity.as_str(), key, &rule.labels);
     let first_sample_fields = e
         .samples
         .first()

@@ -69,7 +69,7 @@ struct RuleLinks {
 }
 
 /// One alert of an incident.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Member {
     /// Rule id.
     pub rule: String,
@@ -331,7 +331,7 @@ impl Incident {
 }
 
 /// Counters of incident grouping.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct IncidentStats {
     /// Incidents opened.
     pub opened: u64,
@@ -344,6 +344,64 @@ pub struct IncidentStats {
     /// Alerts not listed in a full chain.
     pub omitted: u64,
 }
+
+/// An incident as a checkpoint keeps it (with the bookkeeping the status
+/// page does not show).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+struct SavedIncident {
+    id: String,
+    members: Vec<Member>,
+    root: usize,
+    start: i64,
+    end: Option<i64>,
+    omitted: u64,
+    last_change: i64,
+    sent_at: i64,
+    dirty: bool,
+}
+
+impl SavedIncident {
+    fn of(i: &Incident) -> SavedIncident {
+        SavedIncident {
+            id: i.id.clone(),
+            members: i.members.clone(),
+            root: i.root,
+            start: i.start,
+            end: i.end,
+            omitted: i.omitted,
+            last_change: i.last_change,
+            sent_at: i.sent_at,
+            dirty: i.dirty,
+        }
+    }
+
+    fn incident(self) -> Incident {
+        Incident {
+            root: self.root.min(self.members.len().saturating_sub(1)),
+            id: self.id,
+            members: self.members,
+            start: self.start,
+            end: self.end,
+            omitted: self.omitted,
+            last_change: self.last_change,
+            sent_at: self.sent_at,
+            dirty: self.dirty,
+        }
+    }
+}
+
+/// The incidents in a checkpoint: every open incident (with its pending
+/// update), the most recently resolved ones for the status page, the
+/// counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct IncidentsState {
+    open: Vec<SavedIncident>,
+    closed: Vec<SavedIncident>,
+    stats: IncidentStats,
+}
+
+/// Resolved incidents a checkpoint keeps (the status page's recent list).
+pub const SAVED_CLOSED: usize = 50;
 
 /// The incident tracker: fed every alert notification, in order.
 #[derive(Debug, Clone)]
@@ -388,6 +446,53 @@ impl Incidents {
                 )
             })
             .collect();
+    }
+
+    /// The state for a checkpoint.
+    pub fn save(&self) -> IncidentsState {
+        IncidentsState {
+            open: self.open.iter().map(SavedIncident::of).collect(),
+            closed: self
+                .closed
+                .iter()
+                .rev()
+                .take(SAVED_CLOSED)
+                .rev()
+                .map(SavedIncident::of)
+                .collect(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// Restores [`Incidents::save`]: open incidents go on (their alerts
+    /// join, update and resolve them as before the restart).
+    pub fn restore(&mut self, state: IncidentsState) {
+        self.open = state
+            .open
+            .into_iter()
+            .filter(|i| !i.members.is_empty())
+            .take(self.cfg.max_open)
+            .map(SavedIncident::incident)
+            .collect();
+        self.member_of = self
+            .open
+            .iter()
+            .flat_map(|i| {
+                i.members
+                    .iter()
+                    .map(|m| (m.fingerprint.clone(), i.id.clone()))
+            })
+            .collect();
+        self.closed = state
+            .closed
+            .into_iter()
+            .filter(|i| !i.members.is_empty())
+            .map(SavedIncident::incident)
+            .collect();
+        while self.closed.len() > self.cfg.max_closed {
+            self.closed.pop_front();
+        }
+        self.stats = state.stats;
     }
 
     /// Counters.

@@ -16,8 +16,8 @@
 //!                    └──────────────────────── engine: decode → match → detect → alert ──────────────────────┘
 //! ```
 //!
-//! - [`clock`], [`stats`]: the wall clock and process-wide counters, for
-//!   every stage.
+//! - [`clock`], [`stats`], [`durable`]: the wall clock, process-wide
+//!   counters and crash-safe state files, for every stage.
 //! - [`source`]: where lines come from, read in bounded blocks on a thread
 //!   of their own.
 //! - [`decode`]: raw lines to events — wrappers, payload formats, time,
@@ -47,6 +47,7 @@ pub mod clock;
 pub mod config;
 pub mod decode;
 pub mod detect;
+pub mod durable;
 pub mod engine;
 pub mod explain;
 pub mod incident;

@@ -160,7 +160,7 @@ pub fn cover_anchors(patterns: &[String], max: usize, sample: &[u8]) -> Option<V
             .map_or(0, u64::from)
     };
     let mut uncovered = vec![u64::MAX; words];
-    if n % 64 != 0 {
+    if !n.is_multiple_of(64) {
         uncovered[words - 1] = (1u64 << (n % 64)) - 1;
     }
     let covered = |bits: &[u64], uncovered: &[u64]| -> u64 {

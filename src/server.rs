@@ -69,6 +69,10 @@ pub struct Telemetry {
     last_seen: Family<Labels, Gauge>,
     /// The value each counter was last raised to, by (family, labels).
     seen: Mutex<HashMap<(Fam, Labels), u64>>,
+    /// The per-group series published last time: a group that left the
+    /// export is removed from the registry, so `/metrics` stays bounded
+    /// while nodes come and go.
+    exported: Mutex<std::collections::HashSet<Labels>>,
     reload_error: Mutex<Option<String>>,
     status: Mutex<String>,
 }
@@ -132,6 +136,7 @@ impl Telemetry {
             hits,
             last_seen,
             seen: Mutex::new(HashMap::new()),
+            exported: Mutex::new(std::collections::HashSet::new()),
             reload_error: Mutex::new(None),
             status: Mutex::new(String::new()),
         }
@@ -195,8 +200,10 @@ impl Telemetry {
 
     /// Publishes a snapshot.
     pub fn update(&self, s: &Snapshot) {
+        let mut now_exported = std::collections::HashSet::new();
         for ((rule, partition, group), c) in s.exports.series() {
             let labels = l(&[("rule", rule), ("partition", partition), ("group", group)]);
+            now_exported.insert(labels.clone());
             if c.seen != i64::MIN {
                 self.last_seen
                     .get_or_create(&labels)
@@ -206,6 +213,16 @@ impl Telemetry {
             // Prometheus' increase() counts its first hits too.
             let _ = self.hits.get_or_create(&labels);
             self.forward(Fam::Hits, labels, c.hits);
+        }
+        if let Ok(mut prev) = self.exported.lock() {
+            for gone in prev.difference(&now_exported) {
+                self.last_seen.remove(gone);
+                self.hits.remove(gone);
+                if let Ok(mut seen) = self.seen.lock() {
+                    seen.remove(&(Fam::Hits, gone.clone()));
+                }
+            }
+            *prev = now_exported;
         }
         self.counter(l(&[("kind", "shard_skipped")]), s.shard_skipped);
         if let Some(status) = &s.status {

@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("clock", &[]),
     ("stats", &[]),
-    ("source", &["clock", "stats"]),
+    ("durable", &[]),
+    ("source", &["clock", "durable", "stats"]),
     ("decode", &["clock", "source"]),
     ("rules", &["decode"]),
     ("matcher", &["decode", "rules", "source"]),
-    ("mining", &["decode", "rules"]),
+    ("mining", &["decode", "durable", "rules"]),
     ("scan", &["decode", "matcher", "source"]),
     ("detect", &["rules"]),
     ("alert", &["decode", "detect", "rules"]),
@@ -29,13 +30,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "alert", "decode", "detect", "matcher", "mining", "rules", "scan", "source",
         ],
     ),
-    ("notify", &["alert", "clock", "decode", "detect", "rules"]),
+    (
+        "notify",
+        &["alert", "clock", "decode", "detect", "durable", "rules"],
+    ),
     ("incident", &["alert", "decode", "rules"]),
     (
         "report",
         &["alert", "clock", "decode", "engine", "incident", "rules"],
     ),
-    ("server", &["clock", "engine", "notify", "report", "stats"]),
+    (
+        "server",
+        &["clock", "durable", "engine", "notify", "report", "stats"],
+    ),
     (
         "explain",
         &[
@@ -50,8 +57,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
-            "alert", "clock", "config", "decode", "engine", "explain", "incident", "matcher",
-            "mining", "notify", "report", "rules", "ruletest", "scan", "server", "source", "stats",
+            "alert", "clock", "config", "decode", "durable", "engine", "explain", "incident",
+            "matcher", "mining", "notify", "report", "rules", "ruletest", "scan", "server",
+            "source", "stats",
         ],
     ),
 ];

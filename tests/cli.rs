@@ -487,7 +487,7 @@ fn replay_ends_with_a_plain_summary_when_not_on_a_terminal() {
             let s = lines.to_string();
             let mut o = String::new();
             for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
+                if i > 0 && (s.len() - i).is_multiple_of(3) {
                     o.push(',');
                 }
                 o.push(c);

@@ -3,6 +3,7 @@
 //! `--watch-rules`), checkpoints and alert state after every step, health
 //! and metrics, and a bounded drain on shutdown.
 
+use super::checkpoint;
 use super::delivery::Delivery;
 use super::sources::{self, Input, SourceOptions};
 use super::{build_engine, AppError, PipelineOptions, RulesOptions};
@@ -11,8 +12,7 @@ use crate::clock::wall_ns;
 use crate::engine::Engine;
 use crate::rules;
 use crate::server::{Snapshot, Telemetry};
-use crate::source::loki::cursor;
-use crate::source::{file, Source};
+use crate::source::Source;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -65,15 +65,66 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
             "Sharded: this replica takes its share of the Loki streams; spread and share rules are exported to /metrics for Prometheus, not alerted here."
         );
     }
-    if let Some(dir) = &a.state_dir {
-        let state = load_state(dir)?;
-        let adopted = engine.restore(state);
-        if adopted > 0 {
-            tracing::info!(
-                adopted,
-                "Alerts firing before the restart adopted; they will not page again."
-            );
+    // The state directory is this process's alone; writers that died
+    // mid-write left temporary files, removed before anything else.
+    let lock = match &a.state_dir {
+        Some(dir) => {
+            let lock =
+                crate::durable::DirLock::take(dir).map_err(|e| AppError::Setup(e.to_string()))?;
+            let stale = crate::durable::remove_stale_temps(dir)
+                + crate::durable::remove_stale_temps(&dir.join("spool"));
+            if stale > 0 {
+                tracing::info!(
+                    files = stale,
+                    "Temporary files of an interrupted write removed."
+                );
+            }
+            Some(lock)
         }
+        None => None,
+    };
+    let loaded = match &a.state_dir {
+        Some(dir) => checkpoint::load(dir)?,
+        None => checkpoint::Loaded::Fresh,
+    };
+    let mut out = Vec::new();
+    let mut resume = sources::Resume::default();
+    let mut saved_files = BTreeMap::new();
+    let mut restored: Option<(crate::incident::IncidentsState, Vec<Notification>)> = None;
+    let legacy = matches!(loaded, checkpoint::Loaded::Legacy { .. });
+    match loaded {
+        checkpoint::Loaded::Fresh => {}
+        checkpoint::Loaded::Current(c) => {
+            let c = *c;
+            let s = engine.restore_checkpoint(c.engine, &mut out);
+            tracing::info!(
+                saved_at = %c.saved_at,
+                rules_restored = s.kept,
+                rules_changed = s.changed,
+                rules_added = s.added,
+                rules_removed = s.removed,
+                alerts = s.alerts,
+                resolved = s.resolved,
+                "Checkpoint restored: detection goes on where it stopped."
+            );
+            resume.loki = c.loki;
+            resume.files = crate::source::file::parse_offsets(&c.files);
+            saved_files = c.files;
+            restored = Some((c.incidents, c.board));
+        }
+        checkpoint::Loaded::Legacy { state, loki, files } => {
+            let adopted = engine.restore(state);
+            if adopted > 0 {
+                tracing::info!(
+                    adopted,
+                    "Alerts firing before the restart adopted; they will not page again."
+                );
+            }
+            resume.loki = loki;
+            resume.files = files;
+        }
+    }
+    if let Some(dir) = &a.state_dir {
         // The templates of the previous run: no second learning period.
         let t = templates_path(dir);
         if t.exists() {
@@ -86,14 +137,24 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         a.state_dir.as_deref(),
     );
     let (grouping, incident_cfg) = super::incident_settings(&p)?;
-    let d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
+    let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
+    if let Some((incidents, board)) = restored {
+        d.incidents.restore(incidents);
+        d.board.restore(board);
+    }
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
-    let cursors = sources::start(&a, engine.scanner(), &tx)?;
+    let cursors = sources::start(&a, engine.scanner(), &tx, resume)?;
     drop(tx);
+    let state = match &a.state_dir {
+        Some(dir) => Some(StateKeeper::new(dir, &a, cursors, saved_files, lock)?),
+        None => None,
+    };
+    // Resolves of alerts whose rules are gone since the checkpoint.
+    d.deliver(&mut out, engine.watermark()).await;
     let telemetry = Arc::new(Telemetry::new());
     telemetry.set_rules_loaded();
     if a.listen != "none" {
@@ -116,7 +177,17 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
         (None, true) => telemetry.set_source(true, "stdin"),
     }
-    drive(p, a, engine, d, (rx, reloads), cursors, telemetry).await
+    let mut state = state;
+    if legacy {
+        // Written at once in the new format; the old files go.
+        if let Some(k) = state.as_mut() {
+            k.save(&engine, &d, true);
+            if k.flush(Duration::from_secs(10)) {
+                checkpoint::remove_legacy(&k.dir);
+            }
+        }
+    }
+    drive(p, engine, d, (rx, reloads), state, telemetry).await
 }
 
 /// Why the rules are reloaded.
@@ -213,15 +284,14 @@ fn reload(
 }
 
 /// The live loop: feeds input to the engine, advances event time with the
-/// wall clock while input is idle, checkpoints after processing, stops on
-/// end of input or a signal.
+/// wall clock while input is idle, checkpoints (see [`StateKeeper`]),
+/// stops on end of input or a signal.
 async fn drive(
     p: PipelineOptions,
-    a: SourceOptions,
     mut engine: Engine,
     mut d: Delivery,
     (mut rx, mut reloads): (tokio::sync::mpsc::Receiver<Input>, ReloadRx),
-    mut cursors: BTreeMap<String, i64>,
+    mut state: Option<StateKeeper>,
     telemetry: Arc<Telemetry>,
 ) -> Result<(), AppError> {
     let stdin = Source::named("stdin");
@@ -231,10 +301,9 @@ async fn drive(
     // (newest event time, wall time when it was seen): idle time advances event time.
     let mut clock: Option<(i64, i64)> = None;
     let mut newest_entry: Option<i64> = None;
-    let mut saved = crate::alert::SavedState::default();
-    let mut templates_saved = std::time::Instant::now();
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
+        let mut moved = true;
         tokio::select! {
             input = rx.recv() => {
                 let Some(input) = input else {
@@ -260,22 +329,17 @@ async fn drive(
                         if let Some(n) = newest {
                             newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));
                         }
-                        // The cursor moves only after its entries were processed.
-                        cursors.insert(query, at);
-                        if let Some(dir) = &a.state_dir {
-                            if let Err(e) = cursor::save(dir, &cursors) {
-                                tracing::error!(error = %e, "Cannot save the Loki checkpoint.");
-                            }
+                        // The cursor moves only after its entries were
+                        // processed, and is saved with the state they made.
+                        if let Some(k) = state.as_mut() {
+                            k.loki.insert(query, at);
                         }
                         wall_ns()
                     }
                     Input::Files { offsets, block, hints, sources } => {
                         engine.push_block(&sources, &block, &hints, &mut out);
-                        // Offsets move only after their lines were processed.
-                        if let Some(dir) = &a.state_dir {
-                            if let Err(e) = file::save_checkpoint(dir, &offsets) {
-                                tracing::error!(error = %e, "Cannot save the file checkpoint.");
-                            }
+                        if let Some(k) = state.as_mut() {
+                            k.files = offsets;
                         }
                         block.arrival.unwrap_or_else(wall_ns)
                     }
@@ -292,8 +356,11 @@ async fn drive(
                 d.set_rules(engine.rules());
             },
             _ = tick.tick() => {
+                moved = false;
                 if let Some((e, w)) = clock {
+                    let before = engine.watermark();
                     engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
+                    moved = engine.watermark() != before;
                 }
                 telemetry.update(&Snapshot {
                     stats: engine.stats(),
@@ -318,16 +385,11 @@ async fn drive(
                 break;
             }
         }
+        let notified = !out.is_empty();
         d.deliver(&mut out, engine.watermark()).await;
         telemetry.beat();
-        // After every step, so an alert delivered just before a kill -9 is
-        // already saved (cheap: written only when it changed).
-        if let Some(dir) = &a.state_dir {
-            save_state(dir, &engine, &mut saved);
-            if templates_saved.elapsed() >= TEMPLATES_EVERY {
-                save_templates(dir, &engine);
-                templates_saved = std::time::Instant::now();
-            }
+        if let Some(k) = state.as_mut() {
+            k.step(&engine, &d, moved, notified);
         }
     }
     if let Some(n) = newest_entry {
@@ -336,9 +398,17 @@ async fn drive(
             "Loki consumer stopped."
         );
     }
-    if let Some(dir) = &a.state_dir {
-        save_state(dir, &engine, &mut saved);
-        save_templates(dir, &engine);
+    if let Some(k) = state.as_mut() {
+        // The state at the stop, whatever the reason: a restart goes on
+        // from exactly here.
+        k.save(&engine, &d, true);
+        let budget =
+            Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64).max(Duration::from_secs(1));
+        if !k.flush(budget) {
+            tracing::warn!(
+                "The final checkpoint could not be written in time; a restart resumes from the previous one."
+            );
+        }
     }
     finish(&p, &engine, d).await;
     Ok(())
@@ -349,51 +419,110 @@ fn templates_path(dir: &std::path::Path) -> std::path::PathBuf {
     dir.join("templates.json")
 }
 
-/// How often (wall time) the templates are saved while running.
-const TEMPLATES_EVERY: Duration = Duration::from_secs(60);
+/// The state directory of a running `sigwatch run`: when to checkpoint and
+/// what goes in (see [`checkpoint`]). Checkpoints are taken every
+/// `--checkpoint-interval` while anything moves, soon after a step that
+/// notified (so a firing alert is in the state that follows it; at most
+/// every 20 times what a checkpoint costs, so a flood of alerts cannot
+/// spend the loop on checkpoints), and at the stop. The templates are
+/// saved beside it at the same interval when they changed.
+pub struct StateKeeper {
+    dir: PathBuf,
+    writer: checkpoint::Writer,
+    interval: Duration,
+    /// Loki cursors of the state in memory.
+    loki: BTreeMap<String, i64>,
+    /// File offsets of the state in memory.
+    files: BTreeMap<String, (String, u64)>,
+    generation: u64,
+    last: std::time::Instant,
+    cost: Duration,
+    dirty: bool,
+    urgent: bool,
+    mined: Option<u64>,
+    _lock: Option<crate::durable::DirLock>,
+}
 
-/// Saves the mined templates (novelty on only); failures are logged.
-fn save_templates(dir: &std::path::Path, engine: &Engine) {
-    if let Some(state) = engine.templates_state() {
-        let p = templates_path(dir);
-        if let Err(e) = crate::mining::save(&p, &state) {
-            tracing::error!(error = %e, "Cannot save the templates.");
+impl StateKeeper {
+    fn new(
+        dir: &std::path::Path,
+        a: &SourceOptions,
+        loki: BTreeMap<String, i64>,
+        files: BTreeMap<String, (String, u64)>,
+        lock: Option<crate::durable::DirLock>,
+    ) -> Result<StateKeeper, AppError> {
+        Ok(StateKeeper {
+            dir: dir.to_path_buf(),
+            writer: checkpoint::Writer::spawn()?,
+            interval: Duration::from_nanos(a.checkpoint_interval.ns().max(1) as u64),
+            loki,
+            files,
+            generation: 0,
+            last: std::time::Instant::now(),
+            cost: Duration::ZERO,
+            dirty: false,
+            urgent: false,
+            mined: None,
+            _lock: lock,
+        })
+    }
+
+    /// After a step of the loop: `moved` when input or time moved the
+    /// state, `notified` when the step sent notifications.
+    fn step(&mut self, engine: &Engine, d: &Delivery, moved: bool, notified: bool) {
+        self.dirty |= moved || notified;
+        self.urgent |= notified;
+        let since = self.last.elapsed();
+        let gap = (self.cost * 20).clamp(Duration::from_millis(100), self.interval);
+        if (self.urgent && since >= gap) || (self.dirty && since >= self.interval) {
+            let templates = since >= self.interval || self.mined.is_none();
+            self.save(engine, d, templates);
         }
     }
-}
 
-/// Reads `state-dir/state.json` (missing: a fresh start).
-fn load_state(dir: &std::path::Path) -> Result<crate::alert::SavedState, AppError> {
-    let p = dir.join("state.json");
-    match std::fs::read_to_string(&p) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| {
-            AppError::Setup(format!(
-                "{}: {e}: corrupt; move it away to start fresh",
-                p.display()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
-        Err(e) => Err(AppError::Io {
-            what: format!("cannot read {}", p.display()),
-            source: e,
-        }),
+    /// Takes a checkpoint now (and saves the templates if `templates` and
+    /// they changed); the write happens off the loop.
+    fn save(&mut self, engine: &Engine, d: &Delivery, templates: bool) {
+        let start = std::time::Instant::now();
+        let c = checkpoint::Checkpoint {
+            version: checkpoint::VERSION,
+            written_by: env!("CARGO_PKG_VERSION").to_string(),
+            saved_at: crate::decode::time::format_rfc3339(wall_ns()),
+            engine: engine.checkpoint(),
+            incidents: d.incidents.save(),
+            board: d.board.save(),
+            loki: self.loki.clone(),
+            files: self.files.clone(),
+        };
+        match serde_json::to_vec(&c) {
+            Ok(bytes) => {
+                self.generation += 1;
+                self.writer
+                    .submit(checkpoint::path(&self.dir), self.generation, bytes);
+            }
+            Err(e) => tracing::error!(error = %e, "Cannot serialise the checkpoint."),
+        }
+        if templates {
+            let mined = engine.stats().novelty.map(|n| n.mined);
+            if mined.is_some() && mined != self.mined {
+                if let Some(st) = engine.templates_state() {
+                    if let Ok(bytes) = serde_json::to_vec(&st) {
+                        self.writer
+                            .submit(templates_path(&self.dir), self.generation, bytes);
+                    }
+                }
+                self.mined = mined;
+            }
+        }
+        self.cost = start.elapsed();
+        self.last = std::time::Instant::now();
+        self.dirty = false;
+        self.urgent = false;
     }
-}
 
-/// Saves firing alerts and sticky values when they changed, atomically.
-fn save_state(dir: &std::path::Path, engine: &Engine, last: &mut crate::alert::SavedState) {
-    let now = engine.saved_state();
-    if now == *last {
-        return;
-    }
-    let p = dir.join("state.json");
-    let tmp = dir.join("state.json.tmp");
-    let res = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&tmp, serde_json::to_vec(&now).unwrap_or_default()))
-        .and_then(|()| std::fs::rename(&tmp, &p));
-    match res {
-        Ok(()) => *last = now,
-        Err(e) => tracing::error!(path = %p.display(), error = %e, "Cannot save the alert state."),
+    /// Waits (bounded) for what was submitted to be on disk.
+    fn flush(&self, timeout: Duration) -> bool {
+        self.writer.flush(timeout)
     }
 }
 

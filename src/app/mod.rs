@@ -10,6 +10,7 @@
 //! The option groups derive `clap::Args` so the command line flattens them
 //! as they are; an embedder fills them from `Default` instead.
 
+pub mod checkpoint;
 pub mod commands;
 pub mod delivery;
 pub mod live;

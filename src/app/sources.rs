@@ -9,7 +9,7 @@ use crate::source::block::{self, Block, ReadBlocks};
 use crate::source::file;
 use crate::source::loki::poll::Poller;
 use crate::source::loki::tail::run_tail;
-use crate::source::loki::{cursor, may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
+use crate::source::loki::{may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
 use crate::source::shard::Shard;
 use crate::source::Source;
 use std::collections::BTreeMap;
@@ -18,6 +18,14 @@ use std::time::Duration;
 
 fn parse_dur(s: &str) -> Result<Dur, String> {
     Dur::parse(s)
+}
+
+fn parse_checkpoint_interval(s: &str) -> Result<Dur, String> {
+    let d = Dur::parse(s)?;
+    if d.ns() < 100_000_000 || d.ns() > 600_000_000_000 {
+        return Err("between 100ms and 10m".into());
+    }
+    Ok(d)
 }
 
 /// Where live lines come from: stdin (default), Grafana Loki, or files.
@@ -62,9 +70,18 @@ pub struct SourceOptions {
     /// Where a fresh start (no checkpoint) begins, back from now [default: 15m].
     #[arg(long, value_parser = parse_dur)]
     pub since: Option<Dur>,
-    /// Directory for checkpoints (Loki cursors, file offsets) that survive restarts.
+    /// Directory for the state that survives restarts: the checkpoint
+    /// (detector windows, pending and firing alerts, incidents, with the
+    /// Loki cursors and file offsets they belong to), the receivers' spools
+    /// and the mined templates. One process per directory.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// With --state-dir: time between checkpoints while input flows (also
+    /// taken soon after every notification, and at the stop). A crash
+    /// (kill -9) of a stdin consumer forgets at most this much detection
+    /// state; Loki and files are read again from the checkpoint.
+    #[arg(long, default_value = "5s", value_parser = parse_checkpoint_interval, value_name = "DURATION")]
+    pub checkpoint_interval: Dur,
     /// Serve /healthz, /readyz and /metrics here ("none" to disable).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub listen: String,
@@ -116,6 +133,7 @@ impl Default for SourceOptions {
             loki_interval: None,
             since: None,
             state_dir: None,
+            checkpoint_interval: Dur::secs(5),
             listen: "127.0.0.1:9464".into(),
             files: Vec::new(),
             watch_rules: false,
@@ -155,10 +173,21 @@ pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError>
     Ok(c)
 }
 
+/// Where a restart resumes its inputs: the positions saved with the state
+/// they produced (see [`super::checkpoint`]).
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// Loki query → cursor (ns).
+    pub loki: BTreeMap<String, i64>,
+    /// Followed files: identity → offset.
+    pub files: std::collections::HashMap<file::FileId, u64>,
+}
+
 /// Starts one poller per query; returns the batch channel and the cursors.
 fn start_loki(
     a: &SourceOptions,
     url: &str,
+    mut cursors: BTreeMap<String, i64>,
 ) -> Result<(tokio::sync::mpsc::Receiver<Batch>, BTreeMap<String, i64>), AppError> {
     if a.queries.is_empty() {
         return Err(AppError::Setup(
@@ -166,10 +195,9 @@ fn start_loki(
         ));
     }
     let cfg = loki_config(a, url)?;
-    let mut cursors = match &a.state_dir {
-        Some(d) => cursor::load(d).map_err(|e| AppError::Setup(format!("checkpoint: {e}")))?,
-        None => BTreeMap::new(),
-    };
+    // Cursors of queries no longer asked for are dropped with the next
+    // checkpoint.
+    cursors.retain(|q, _| a.queries.contains(q));
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let fresh = wall_ns().saturating_sub(i64::try_from(cfg.since.as_nanos()).unwrap_or(i64::MAX));
     for q in &a.queries {
@@ -299,11 +327,13 @@ pub fn apply_config(a: &mut SourceOptions, config: &Option<PathBuf>) -> Result<(
 /// Starts the input the options name — Loki (one poller or tail per
 /// query), followed files, or stdin — feeding `tx` with scanned blocks
 /// (the scan runs off the detection thread, with the scanner `slot` holds).
-/// Returns the Loki cursors to resume from (empty for other inputs).
+/// `resume` holds the positions of a checkpoint. Returns the Loki cursors
+/// the pollers start from (empty for other inputs).
 pub fn start(
     a: &SourceOptions,
     slot: ScannerSlot,
     tx: &tokio::sync::mpsc::Sender<Input>,
+    resume: Resume,
 ) -> Result<BTreeMap<String, i64>, AppError> {
     let mut cursors = BTreeMap::new();
     if a.shard.is_some() && a.loki.is_none() {
@@ -312,7 +342,7 @@ pub fn start(
         ));
     }
     if let Some(url) = &a.loki {
-        let (mut lrx, c) = start_loki(a, url)?;
+        let (mut lrx, c) = start_loki(a, url, resume.loki)?;
         cursors = c;
         let tx = tx.clone();
         let shard = a.shard().filter(Shard::is_split);
@@ -341,12 +371,7 @@ pub fn start(
             }
         });
     } else if !a.files.is_empty() {
-        let resume = match &a.state_dir {
-            Some(dir) => file::load_checkpoint(dir)
-                .map_err(|e| AppError::Setup(format!("file checkpoint: {e}")))?,
-            None => Default::default(),
-        };
-        let tailer = file::Tailer::new(&a.files, resume)
+        let tailer = file::Tailer::new(&a.files, resume.files)
             .map_err(|e| AppError::Setup(format!("--file: {e}")))?;
         let mut frx = file::spawn(tailer, Duration::from_millis(250));
         let tx = tx.clone();

@@ -28,6 +28,7 @@ use header::{Header, Reference};
 pub use multiline::MAX_BLOCK_LINES;
 use payload::Level;
 pub use stats::{DecodeStats, FormatCounts};
+pub use stream::{SavedStream, StreamsState};
 
 use crate::source::Source;
 use lru::LruCache;
@@ -193,7 +194,7 @@ pub struct Decoder {
     key_buf: String,
     /// Sticky values saved by a previous run, applied when their stream
     /// reappears.
-    restored: std::collections::HashMap<String, Vec<(String, String)>>,
+    restored: std::collections::HashMap<String, SavedStream>,
     /// Lines produced by splitting one input line (List items): (slot, text).
     queued: std::collections::VecDeque<(usize, String)>,
     last_time: Option<i64>,

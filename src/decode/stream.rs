@@ -28,6 +28,35 @@ pub(super) struct StreamState {
     pub(super) block: Option<(String, usize, bool, usize)>,
 }
 
+/// One stream as a checkpoint keeps it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SavedStream {
+    /// The stream key (source name, then `/pod/container` of a prefix).
+    pub key: String,
+    /// Sticky (field, value) pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sticky: Vec<(String, String)>,
+    /// Values each sticky key had before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous: Vec<(String, String)>,
+    /// The stream mixes producers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multiplexed: bool,
+    /// Its last time (ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_time: Option<i64>,
+}
+
+/// The decoder's streams in a checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StreamsState {
+    /// The streams.
+    pub streams: Vec<SavedStream>,
+    /// The latest time of any line (ns).
+    #[serde(default)]
+    pub last_time: Option<i64>,
+}
+
 /// A stream prefix with owned parts: (pod, container, namespace).
 pub(super) type OwnedPrefix = (String, String, Option<String>);
 
@@ -95,13 +124,16 @@ impl Decoder {
             }
         }
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
-        let sticky = self
+        let saved = self
             .restored
             .remove(self.key_buf.as_str())
             .unwrap_or_default();
         self.created += 1;
         let state = StreamState {
-            sticky,
+            sticky: saved.sticky,
+            previous: saved.previous,
+            multiplexed: saved.multiplexed,
+            last_time: saved.last_time,
             key: Some(key.clone()),
             uid: self.created,
             labels: Arc::new(labels),
@@ -129,24 +161,72 @@ impl Decoder {
         slot
     }
 
-    /// Sticky values of every stream that does not mix producers, to save
-    /// across a restart (a Loki consumer resumes after the startup lines
-    /// that declared them).
+    /// Sticky values of every stream that does not mix producers (the
+    /// first state format's view of [`Decoder::streams_state`]).
     pub fn sticky_snapshot(&self) -> Vec<(String, Vec<(String, String)>)> {
-        let mut v: Vec<(String, Vec<(String, String)>)> = self
-            .slab
-            .iter()
+        self.streams_state()
+            .streams
+            .into_iter()
             .filter(|s| !s.multiplexed && !s.sticky.is_empty())
-            .filter_map(|s| Some((s.key.as_deref()?.to_string(), s.sticky.clone())))
-            .collect();
-        v.extend(self.restored.iter().map(|(k, s)| (k.clone(), s.clone())));
-        v.sort();
-        v
+            .map(|s| (s.key, s.sticky))
+            .collect()
     }
 
-    /// Restores sticky values saved by a previous run.
+    /// Restores sticky values saved by a previous run (the first state
+    /// format).
     pub fn restore_sticky(&mut self, saved: Vec<(String, Vec<(String, String)>)>) {
-        self.restored.extend(saved);
+        self.restored.extend(saved.into_iter().map(|(key, sticky)| {
+            let s = SavedStream {
+                key: key.clone(),
+                sticky,
+                ..SavedStream::default()
+            };
+            (key, s)
+        }));
+    }
+
+    /// What the decoder remembers of its streams, for a checkpoint: each
+    /// stream's sticky values (a Loki consumer resumes after the startup
+    /// lines that declared `nodeID`), their previous values and whether the
+    /// stream mixes producers, and its last time (lines without a time of
+    /// their own stand there). At most [`super::MAX_STREAMS`] streams, most
+    /// recently active first; partial lines are not kept (a restarted
+    /// source re-reads them or, from a pipe, they are lost).
+    pub fn streams_state(&self) -> StreamsState {
+        let mut streams: Vec<SavedStream> = Vec::new();
+        for (key, &slot) in self.streams.iter() {
+            let Some(st) = self.slab.get(slot) else {
+                continue;
+            };
+            if st.sticky.is_empty() && st.last_time.is_none() && !st.multiplexed {
+                continue;
+            }
+            streams.push(SavedStream {
+                key: key.to_string(),
+                sticky: st.sticky.clone(),
+                previous: st.previous.clone(),
+                multiplexed: st.multiplexed,
+                last_time: st.last_time,
+            });
+        }
+        let room = super::MAX_STREAMS.saturating_sub(streams.len());
+        let mut waiting: Vec<&SavedStream> = self.restored.values().collect();
+        waiting.sort_by(|a, b| a.key.cmp(&b.key));
+        streams.extend(waiting.into_iter().take(room).cloned());
+        streams.sort_by(|a, b| a.key.cmp(&b.key));
+        StreamsState {
+            streams,
+            last_time: self.last_time,
+        }
+    }
+
+    /// Restores [`Decoder::streams_state`]: each stream takes its saved
+    /// values when it reappears.
+    pub fn restore_streams(&mut self, state: StreamsState) {
+        self.last_time = state.last_time.max(self.last_time);
+        for s in state.streams.into_iter().take(super::MAX_STREAMS) {
+            self.restored.insert(s.key.clone(), s);
+        }
     }
 
     /// Emits partial lines still buffered (end of input) as complete lines.

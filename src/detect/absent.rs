@@ -6,7 +6,9 @@
 //! time, not an event, that keeps an absence true.
 
 use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+use serde::{Deserialize, Serialize};
 
+#[derive(Serialize, Deserialize)]
 struct G {
     last: i64,
     count: u64,
@@ -15,6 +17,7 @@ struct G {
 }
 
 /// The absent detector.
+#[derive(Serialize, Deserialize)]
 pub struct Absent {
     for_: i64,
     groups: Groups<G>,

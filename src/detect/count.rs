@@ -5,7 +5,9 @@
 
 use super::window::Window;
 use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+use serde::{Deserialize, Serialize};
 
+#[derive(Serialize, Deserialize)]
 struct G {
     win: Window,
     episode: u64,
@@ -16,6 +18,7 @@ struct G {
 }
 
 /// The count detector.
+#[derive(Serialize, Deserialize)]
 pub struct Count {
     threshold: u64,
     window: i64,

@@ -20,7 +20,7 @@ pub mod window;
 
 use crate::rules::{Detect, Rule};
 use lru::LruCache;
-use std::num::NonZeroUsize;
+use serde::{Deserialize, Serialize};
 
 /// Longest sample line kept as evidence, in bytes.
 pub const SAMPLE_BYTES: usize = 512;
@@ -68,7 +68,7 @@ pub struct Status {
 }
 
 /// Evidence for a notification.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     /// Matches in this episode.
     pub count: u64,
@@ -94,8 +94,31 @@ pub struct Evidence {
     pub level: Option<String>,
 }
 
+/// A detector's state in a checkpoint (`--state-dir`): saved as JSON
+/// and loaded back into a detector built from the same rule, so windows,
+/// pending `for` timers and populations go on across a restart as if
+/// there had been none. Every detector kind derives its serde form; this
+/// blanket implementation is what the engine calls.
+pub trait Saved {
+    /// The state as JSON.
+    fn save_state(&self) -> Result<serde_json::Value, serde_json::Error>;
+    /// Replaces the state with a saved one (of a detector of the same rule
+    /// and detection); on error the detector is left as it was.
+    fn load_state(&mut self, saved: serde_json::Value) -> Result<(), serde_json::Error>;
+}
+
+impl<T: Serialize + serde::de::DeserializeOwned> Saved for T {
+    fn save_state(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(self)
+    }
+    fn load_state(&mut self, saved: serde_json::Value) -> Result<(), serde_json::Error> {
+        *self = serde_json::from_value(saved)?;
+        Ok(())
+    }
+}
+
 /// A detector kind.
-pub trait Detector: Send {
+pub trait Detector: Send + Saved {
     /// Records a confirmed match.
     fn observe(&mut self, hit: &Hit<'_>);
     /// Records that `group` logged something (any line) at `time`.
@@ -147,9 +170,13 @@ pub fn build(rule: &Rule) -> Box<dyn Detector> {
     }
 }
 
-/// An LRU map of groups that counts evictions.
+/// An LRU map of groups that counts evictions. Memory follows the groups
+/// actually held: nothing is reserved up front, so a rule with many
+/// partitions (one map each) costs what its groups cost, not `max_groups`
+/// slots per partition.
 pub struct Groups<T> {
     map: LruCache<String, T>,
+    cap: usize,
     evicted: u64,
 }
 
@@ -157,16 +184,19 @@ impl<T> Groups<T> {
     /// A map of at most `cap` groups.
     pub fn new(cap: usize) -> Groups<T> {
         Groups {
-            map: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)),
+            map: LruCache::unbounded(),
+            cap: cap.max(1),
             evicted: 0,
         }
     }
     /// The entry of `key`, created with `make` (evicting the least recently
     /// used group when full).
     pub fn entry(&mut self, key: &str, make: impl FnOnce() -> T) -> &mut T {
-        if self.map.len() == self.map.cap().get() && !self.map.contains(key) {
-            self.evicted += 1;
-            tracing::debug!(group = key, "Group evicted: max_groups reached.");
+        if self.map.len() >= self.cap && !self.map.contains(key) {
+            if let Some((old, _)) = self.map.pop_lru() {
+                self.evicted += 1;
+                tracing::debug!(group = %old, "Group evicted: max_groups reached.");
+            }
         }
         // Allocates the key only when the group is new.
         self.map.get_or_insert_mut_ref(key, make)
@@ -193,6 +223,10 @@ impl<T> Groups<T> {
     pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {
         self.map.iter()
     }
+    /// Mutable iteration in no particular order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut T)> {
+        self.map.iter_mut()
+    }
     /// Number of groups.
     pub fn len(&self) -> usize {
         self.map.len()
@@ -204,6 +238,48 @@ impl<T> Groups<T> {
     /// Evictions so far.
     pub fn evicted(&self) -> u64 {
         self.evicted
+    }
+    /// Removes groups from the least recently used end while `gone` says
+    /// so; returns how many went.
+    pub fn drop_oldest_while(&mut self, mut gone: impl FnMut(&T) -> bool) -> usize {
+        let mut n = 0;
+        while self.map.peek_lru().is_some_and(|(_, v)| gone(v)) {
+            self.map.pop_lru();
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Saved as its bound, its eviction count and its entries from least to
+/// most recently used, so a restored map evicts in the same order.
+impl<T: Serialize> Serialize for Groups<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let entries: Vec<(&String, &T)> = self.map.iter().rev().collect();
+        let mut st = s.serialize_struct("Groups", 3)?;
+        st.serialize_field("cap", &self.cap)?;
+        st.serialize_field("evicted", &self.evicted)?;
+        st.serialize_field("entries", &entries)?;
+        st.end()
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Groups<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Saved<T> {
+            cap: usize,
+            evicted: u64,
+            entries: Vec<(String, T)>,
+        }
+        let s = Saved::<T>::deserialize(d)?;
+        let mut g = Groups::new(s.cap);
+        g.evicted = s.evicted;
+        for (k, v) in s.entries {
+            g.map.put(k, v);
+        }
+        Ok(g)
     }
 }
 
@@ -268,6 +344,7 @@ pub fn top_n(mut v: Vec<(String, u64)>, n: usize) -> Vec<(String, u64)> {
 /// of `spread` and the "≥ 2 groups alive" guard of `share`. It is fed from
 /// every event, not only matches, because in a true black hole the healthy
 /// nodes log no failures at all.
+#[derive(Serialize, Deserialize)]
 pub struct Population {
     seen: Groups<i64>,
     window: i64,
@@ -286,18 +363,14 @@ impl Population {
         let t = self.seen.entry(group, || time);
         *t = (*t).max(time);
     }
-    /// Groups alive at `now`, dropping those long gone.
+    /// Groups alive at `now`, dropping those long gone. The map is in
+    /// order of sighting, so the groups gone are found at its old end: the
+    /// cost is the number of groups that left, not the population's size.
+    /// (A group sighted late with an older time stays until the groups
+    /// sighted before it have left: at most the allowed lateness longer.)
     pub fn alive(&mut self, now: i64) -> usize {
         let cutoff = now - self.window;
-        let dead: Vec<String> = self
-            .seen
-            .iter()
-            .filter(|(_, t)| **t < cutoff)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in dead {
-            self.seen.remove(&k);
-        }
+        self.seen.drop_oldest_while(|t| *t < cutoff);
         self.seen.len()
     }
     /// Evictions.

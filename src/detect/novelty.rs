@@ -13,11 +13,12 @@
 use super::window::Window;
 use super::{push_sample, top_n, Detector, Evidence, Groups, Hit, Status};
 use crate::rules::Novelty as Spec;
-use std::collections::BTreeMap;
+use serde::{Deserialize, Serialize};
 
 /// Most templates tracked at once; past it the one idle longest goes.
 pub const MAX_TEMPLATES: usize = 1024;
 
+#[derive(Serialize, Deserialize)]
 struct Part {
     groups: Groups<(Window, u64)>,
     template: String,
@@ -31,13 +32,13 @@ struct Part {
 }
 
 /// The novelty detector.
+#[derive(Serialize, Deserialize)]
 pub struct Novelty {
     window: i64,
     min_count: u64,
     min_groups: usize,
     max_groups: usize,
-    parts: BTreeMap<String, Part>,
-    evicted_parts: u64,
+    parts: Groups<Part>,
 }
 
 impl Novelty {
@@ -48,25 +49,13 @@ impl Novelty {
             min_count: s.min_count.max(1),
             min_groups: s.min_groups.max(1),
             max_groups,
-            parts: BTreeMap::new(),
-            evicted_parts: 0,
+            parts: Groups::new(MAX_TEMPLATES),
         }
     }
 
     fn part(&mut self, key: &str, t: i64) -> &mut Part {
-        if !self.parts.contains_key(key) && self.parts.len() >= MAX_TEMPLATES {
-            let idle = self
-                .parts
-                .iter()
-                .min_by_key(|(_, p)| p.last)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = idle {
-                self.parts.remove(&k);
-                self.evicted_parts += 1;
-            }
-        }
         let mg = self.max_groups;
-        self.parts.entry(key.to_string()).or_insert_with(|| Part {
+        self.parts.entry(key, || Part {
             groups: Groups::new(mg),
             template: String::new(),
             level: None,
@@ -138,7 +127,7 @@ impl Detector for Novelty {
     }
 
     fn annotate(&mut self, key: &str, template: &str, level: Option<&str>) {
-        if let Some(p) = self.parts.get_mut(key) {
+        if let Some(p) = self.parts.peek_mut(key) {
             if p.template != template {
                 p.template = template.to_string();
             }
@@ -150,25 +139,27 @@ impl Detector for Novelty {
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         let (mc, mg) = (self.min_count, self.min_groups);
-        for (key, p) in self.parts.iter_mut() {
-            Novelty::judge(p, now, mc, mg, out, key);
+        for key in self.parts.sorted_keys() {
+            if let Some(p) = self.parts.peek_mut(&key) {
+                Novelty::judge(p, now, mc, mg, out, &key);
+            }
         }
     }
 
     fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
         let (mc, mg) = (self.min_count, self.min_groups);
-        if let Some(p) = self.parts.get_mut(key) {
+        if let Some(p) = self.parts.peek_mut(key) {
             Novelty::judge(p, now, mc, mg, out, key);
         }
         true
     }
 
     fn tracks(&self, key: &str) -> bool {
-        self.parts.contains_key(key)
+        self.parts.peek(key).is_some()
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(p) = self.parts.get(key) else {
+        let Some(p) = self.parts.peek(key) else {
             return Evidence::default();
         };
         let counts: Vec<(String, u64)> = p.groups.iter().map(|(k, g)| (k.clone(), g.1)).collect();
@@ -192,7 +183,12 @@ impl Detector for Novelty {
     }
 
     fn evicted(&self) -> u64 {
-        self.evicted_parts + self.parts.values().map(|p| p.groups.evicted()).sum::<u64>()
+        self.parts.evicted()
+            + self
+                .parts
+                .iter()
+                .map(|(_, p)| p.groups.evicted())
+                .sum::<u64>()
     }
 }
 

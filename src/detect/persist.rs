@@ -6,7 +6,9 @@
 //! detector: `waiting for participants to exit` every 5 s for 10 minutes.
 
 use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+use serde::{Deserialize, Serialize};
 
+#[derive(Serialize, Deserialize)]
 struct G {
     start: i64,
     last: i64,
@@ -16,6 +18,7 @@ struct G {
 }
 
 /// The persist detector.
+#[derive(Serialize, Deserialize)]
 pub struct Persist {
     for_: i64,
     max_gap: i64,

@@ -6,7 +6,9 @@
 //! the last W.
 
 use super::{push_sample, Detector, Evidence, Groups, Hit, Status, Step};
+use serde::{Deserialize, Serialize};
 
+#[derive(Serialize, Deserialize)]
 struct G {
     last_a: Option<(i64, String)>,
     completions: u64,
@@ -17,6 +19,7 @@ struct G {
 }
 
 /// The sequence detector.
+#[derive(Serialize, Deserialize)]
 pub struct Sequence {
     within: i64,
     groups: Groups<G>,

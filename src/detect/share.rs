@@ -9,8 +9,10 @@
 use super::window::Window;
 use super::{push_sample, top_n, Detector, Evidence, Groups, Hit, Population, Status};
 use crate::rules::model::ShareSpec;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+#[derive(Serialize, Deserialize)]
 struct G {
     win: Window,
     episode: u64,
@@ -19,6 +21,7 @@ struct G {
     samples: Vec<String>,
 }
 
+#[derive(Serialize, Deserialize)]
 struct Part {
     groups: Groups<G>,
     population: Population,
@@ -29,6 +32,7 @@ struct Part {
 }
 
 /// The share detector.
+#[derive(Serialize, Deserialize)]
 pub struct Share {
     window: i64,
     min_total: u64,
@@ -36,7 +40,7 @@ pub struct Share {
     min_groups: usize,
     pop_window: i64,
     max_groups: usize,
-    parts: BTreeMap<String, Part>,
+    parts: Groups<Part>,
     /// Alert key → partition, for evidence lookups.
     key_part: BTreeMap<String, String>,
 }
@@ -56,44 +60,29 @@ impl Share {
                 .map(|d| d.ns())
                 .unwrap_or(s.window.ns().max(3_600_000_000_000)),
             max_groups,
-            parts: BTreeMap::new(),
+            parts: Groups::new(super::spread::MAX_PARTITIONS),
             key_part: BTreeMap::new(),
         }
     }
 
     /// The partition's state, created if new (allocation only then).
-    fn part(&mut self, name: &str) -> Option<&mut Part> {
-        if self.parts.contains_key(name) {
-            return self.parts.get_mut(name);
-        }
-        if self.parts.len() >= super::spread::MAX_PARTITIONS {
-            if let Some(k) = self
-                .parts
-                .iter()
-                .find(|(_, p)| p.active_key.is_none())
-                .map(|(k, _)| k.clone())
-            {
-                self.parts.remove(&k);
-            }
-        }
+    fn part(&mut self, name: &str) -> &mut Part {
         let (mg, pw) = (self.max_groups, self.pop_window);
-        Some(self.parts.entry(name.to_string()).or_insert_with(|| Part {
+        self.parts.entry(name, || Part {
             groups: Groups::new(mg),
             population: Population::new(pw, mg),
             active_key: None,
             total: 0,
             alive: 0,
             counts: Vec::new(),
-        }))
+        })
     }
 }
 
 impl Detector for Share {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;
-        let Some(p) = self.part(hit.partition) else {
-            return;
-        };
+        let p = self.part(hit.partition);
         p.population.seen(hit.group, hit.time);
         let g = p.groups.entry(hit.group, || G {
             win: Window::new(w),
@@ -110,9 +99,7 @@ impl Detector for Share {
     }
 
     fn seen(&mut self, group: &str, partition: &str, time: i64) {
-        if let Some(p) = self.part(partition) {
-            p.population.seen(group, time);
-        }
+        self.part(partition).population.seen(group, time);
     }
 
     fn needs_population(&self) -> bool {
@@ -124,7 +111,12 @@ impl Detector for Share {
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
-        for (pname, p) in self.parts.iter_mut() {
+        // Alert keys of partitions evicted since the last evaluation.
+        self.key_part.retain(|_, pn| self.parts.peek(pn).is_some());
+        for pname in self.parts.sorted_keys() {
+            let Some(p) = self.parts.peek_mut(&pname) else {
+                continue;
+            };
             let mut counts = Vec::new();
             let mut dead = Vec::new();
             for key in p.groups.sorted_keys() {
@@ -186,7 +178,7 @@ impl Detector for Share {
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(p) = self.key_part.get(key).and_then(|pn| self.parts.get(pn)) else {
+        let Some(p) = self.key_part.get(key).and_then(|pn| self.parts.peek(pn)) else {
             return Evidence::default();
         };
         let Some(g) = p.groups.peek(key) else {
@@ -209,7 +201,7 @@ impl Detector for Share {
 
     fn reset(&mut self, key: &str) {
         if let Some(pn) = self.key_part.remove(key) {
-            if let Some(p) = self.parts.get_mut(&pn) {
+            if let Some(p) = self.parts.peek_mut(&pn) {
                 p.groups.remove(key);
                 if p.active_key.as_ref().is_some_and(|(k, _)| k == key) {
                     p.active_key = None;
@@ -219,7 +211,7 @@ impl Detector for Share {
     }
 
     fn population(&self, out: &mut Vec<(String, String, i64)>) {
-        for (name, p) in &self.parts {
+        for (name, p) in self.parts.iter() {
             out.extend(
                 p.population
                     .last_seen()
@@ -229,10 +221,12 @@ impl Detector for Share {
     }
 
     fn evicted(&self) -> u64 {
-        self.parts
-            .values()
-            .map(|p| p.groups.evicted() + p.population.evicted())
-            .sum()
+        self.parts.evicted()
+            + self
+                .parts
+                .iter()
+                .map(|(_, p)| p.groups.evicted() + p.population.evicted())
+                .sum::<u64>()
     }
 }
 

@@ -10,8 +10,9 @@
 use super::window::Window;
 use super::{push_sample, top_n, Detector, Evidence, Groups, Hit, Population, Status};
 use crate::rules::model::SpreadSpec;
-use std::collections::BTreeMap;
+use serde::{Deserialize, Serialize};
 
+#[derive(Serialize, Deserialize)]
 struct Part {
     groups: Groups<(Window, u64, i64)>,
     population: Population,
@@ -25,6 +26,7 @@ struct Part {
 }
 
 /// The spread detector.
+#[derive(Serialize, Deserialize)]
 pub struct Spread {
     window: i64,
     groups_k: Option<usize>,
@@ -32,11 +34,11 @@ pub struct Spread {
     min_groups: usize,
     pop_window: i64,
     max_groups: usize,
-    parts: BTreeMap<String, Part>,
-    evicted_parts: u64,
+    parts: Groups<Part>,
 }
 
-/// Most partitions a spread or share rule tracks.
+/// Most partitions a spread or share rule tracks; past it the one used
+/// least recently goes (counted with the rule's evicted groups).
 pub const MAX_PARTITIONS: usize = 1024;
 
 impl Spread {
@@ -52,30 +54,14 @@ impl Spread {
                 .map(|d| d.ns())
                 .unwrap_or(s.window.ns().max(600_000_000_000)),
             max_groups,
-            parts: BTreeMap::new(),
-            evicted_parts: 0,
+            parts: Groups::new(MAX_PARTITIONS),
         }
     }
 
     /// The partition's state, created if new (allocation only then).
-    fn part(&mut self, name: &str, t: i64) -> Option<&mut Part> {
-        if self.parts.contains_key(name) {
-            return self.parts.get_mut(name);
-        }
-        if self.parts.len() >= MAX_PARTITIONS {
-            // Drop the partition idle longest.
-            if let Some(k) = self
-                .parts
-                .iter()
-                .min_by_key(|(_, p)| p.last)
-                .map(|(k, _)| k.clone())
-            {
-                self.parts.remove(&k);
-                self.evicted_parts += 1;
-            }
-        }
+    fn part(&mut self, name: &str, t: i64) -> &mut Part {
         let (mg, pw) = (self.max_groups, self.pop_window);
-        Some(self.parts.entry(name.to_string()).or_insert_with(|| Part {
+        self.parts.entry(name, || Part {
             groups: Groups::new(mg),
             population: Population::new(pw, mg),
             first: t,
@@ -85,16 +71,14 @@ impl Spread {
             since: None,
             matching: 0,
             alive: 0,
-        }))
+        })
     }
 }
 
 impl Detector for Spread {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;
-        let Some(p) = self.part(hit.partition, hit.time) else {
-            return;
-        };
+        let p = self.part(hit.partition, hit.time);
         let g = p.groups.entry(hit.group, || (Window::new(w), 0, hit.time));
         g.0.add(hit.time);
         g.1 += 1;
@@ -113,9 +97,7 @@ impl Detector for Spread {
     }
 
     fn seen(&mut self, group: &str, partition: &str, time: i64) {
-        if let Some(p) = self.part(partition, time) {
-            p.population.seen(group, time);
-        }
+        self.part(partition, time).population.seen(group, time);
     }
 
     fn needs_population(&self) -> bool {
@@ -127,7 +109,10 @@ impl Detector for Spread {
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
-        for (name, p) in self.parts.iter_mut() {
+        for name in self.parts.sorted_keys() {
+            let Some(p) = self.parts.peek_mut(&name) else {
+                continue;
+            };
             let mut matching = 0;
             let mut dead = Vec::new();
             for key in p.groups.sorted_keys() {
@@ -148,7 +133,7 @@ impl Detector for Spread {
                 matching >= self.min_groups && alive > 0 && matching as f64 / alive as f64 >= f
             });
             let active = by_count || by_fraction;
-            super::report(out, name, active, p.last, p.last, &mut p.since);
+            super::report(out, &name, active, p.last, p.last, &mut p.since);
             if !active && matching == 0 {
                 p.samples.clear();
                 p.sample_groups.clear();
@@ -159,7 +144,7 @@ impl Detector for Spread {
     }
 
     fn evidence(&self, key: &str) -> Evidence {
-        let Some(p) = self.parts.get(key) else {
+        let Some(p) = self.parts.peek(key) else {
             return Evidence::default();
         };
         let counts: Vec<(String, u64)> = p
@@ -186,7 +171,7 @@ impl Detector for Spread {
     }
 
     fn population(&self, out: &mut Vec<(String, String, i64)>) {
-        for (name, p) in &self.parts {
+        for (name, p) in self.parts.iter() {
             out.extend(
                 p.population
                     .last_seen()
@@ -196,10 +181,11 @@ impl Detector for Spread {
     }
 
     fn evicted(&self) -> u64 {
-        self.evicted_parts
+        self.parts.evicted()
             + self
                 .parts
-                .values()
+                .iter()
+                .map(|(_, p)| p)
                 .map(|p| p.groups.evicted() + p.population.evicted())
                 .sum::<u64>()
     }

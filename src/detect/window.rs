@@ -5,13 +5,14 @@
 //! logs two. The price is resolution: the window edge is exact to
 //! `window / BUCKETS` (1 s for a 60 s window).
 
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Buckets per window.
 pub const BUCKETS: i64 = 60;
 
 /// Bucketed sliding count over event time.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Window {
     width: i64,
     span: i64,

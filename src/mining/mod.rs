@@ -909,20 +909,14 @@ impl Miner {
 
 /// Writes a saved form to `path` atomically (temporary file, rename).
 pub fn save(path: &std::path::Path, state: &MinerState) -> Result<(), MiningError> {
-    let err = |source| MiningError::Io {
-        path: path.display().to_string(),
-        source,
-    };
     let body = serde_json::to_vec(state).map_err(|e| MiningError::Format {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, body).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    crate::durable::write_atomic(path, &body).map_err(|e| MiningError::Io {
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// Reads a saved form.

@@ -384,6 +384,18 @@ pub struct Board {
 }
 
 impl Board {
+    /// The firing alerts, for a checkpoint.
+    pub fn save(&self) -> Vec<Notification> {
+        self.firing.values().cloned().collect()
+    }
+
+    /// Restores [`Board::save`].
+    pub fn restore(&mut self, firing: Vec<Notification>) {
+        for n in firing.into_iter().take(MAX_ALERTS) {
+            self.firing.insert(n.fingerprint.clone(), n);
+        }
+    }
+
     /// Takes one alert notification.
     pub fn alert(&mut self, n: &Notification) {
         if n.incident.is_some() {

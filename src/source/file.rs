@@ -367,7 +367,8 @@ pub fn checkpoint_path(state_dir: &Path) -> PathBuf {
     state_dir.join("file-offsets.json")
 }
 
-/// Loads checkpointed offsets: "dev:ino" → (path, offset).
+/// Loads checkpointed offsets of the first state format
+/// (`file-offsets.json`): "dev:ino" → (path, offset).
 pub fn load_checkpoint(state_dir: &Path) -> Result<HashMap<FileId, u64>, FileError> {
     let p = checkpoint_path(state_dir);
     let text = match std::fs::read_to_string(&p) {
@@ -382,31 +383,34 @@ pub fn load_checkpoint(state_dir: &Path) -> Result<HashMap<FileId, u64>, FileErr
     };
     let m: BTreeMap<String, (String, u64)> = serde_json::from_str(&text)
         .map_err(|e| FileError::Checkpoint(p.display().to_string(), e.to_string()))?;
+    Ok(parse_offsets(&m))
+}
+
+/// Offsets as [`Tailer::offsets`] gives them ("dev:ino" → (path,
+/// offset)), keyed by file identity for [`Tailer::new`].
+pub fn parse_offsets(m: &BTreeMap<String, (String, u64)>) -> HashMap<FileId, u64> {
     let mut out = HashMap::new();
     for (k, (_, off)) in m {
         if let Some((d, i)) = k.split_once(':') {
             if let (Ok(d), Ok(i)) = (d.parse(), i.parse()) {
-                out.insert((d, i), off);
+                out.insert((d, i), *off);
             }
         }
     }
-    Ok(out)
+    out
 }
 
-/// Saves offsets atomically.
+/// Saves offsets atomically (the first state format; `run` keeps them in
+/// its checkpoint now).
 pub fn save_checkpoint(
     state_dir: &Path,
     offsets: &BTreeMap<String, (String, u64)>,
 ) -> Result<(), FileError> {
-    let err =
-        |e: std::io::Error| FileError::Checkpoint(state_dir.display().to_string(), e.to_string());
-    std::fs::create_dir_all(state_dir).map_err(err)?;
     let p = checkpoint_path(state_dir);
-    let tmp = p.with_extension("json.tmp");
     let body = serde_json::to_vec_pretty(offsets)
         .map_err(|e| FileError::Checkpoint(p.display().to_string(), e.to_string()))?;
-    std::fs::write(&tmp, body).map_err(err)?;
-    std::fs::rename(&tmp, &p).map_err(err)
+    crate::durable::write_atomic(&p, &body)
+        .map_err(|e| FileError::Checkpoint(e.path, e.source.to_string()))
 }
 
 #[cfg(test)]

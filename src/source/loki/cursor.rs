@@ -1,7 +1,7 @@
-//! The Loki cursor checkpoint: with `--state-dir`, where each query stopped
-//! survives a restart, so a restart neither re-reads (duplicate alerts) nor
-//! skips lines. Written atomically (temp file + rename) after the entries
-//! before it were processed.
+//! The Loki cursor file of the first state format (`loki-cursor.json`):
+//! where each query stopped. `run` now keeps the cursors inside its
+//! checkpoint, beside the detection state they belong with, and reads this
+//! file only to take over the state of an older version.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,14 +22,11 @@ pub fn load(state_dir: &Path) -> Result<BTreeMap<String, i64>, String> {
     }
 }
 
-/// Saves the cursors atomically.
+/// Saves the cursors atomically (the first state format; `run` keeps
+/// them in its checkpoint now).
 pub fn save(state_dir: &Path, cursors: &BTreeMap<String, i64>) -> Result<(), String> {
-    std::fs::create_dir_all(state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
-    let p = path(state_dir);
-    let tmp = p.with_extension("json.tmp");
     let body = serde_json::to_vec_pretty(cursors).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, body).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).map_err(|e| format!("{}: {e}", p.display()))
+    crate::durable::write_atomic(&path(state_dir), &body).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
