@@ -219,6 +219,11 @@ impl Rewriter {
         self.retry_at
     }
 
+    /// Ends the backoff: the next write is tried at once.
+    pub fn retry_now(&mut self) {
+        self.retry_at = None;
+    }
+
     /// Writes `bytes` unless still backing off.
     pub fn write(&mut self, bytes: &[u8]) -> Outcome {
         if self.retry_at.is_some_and(|t| Instant::now() < t) {

@@ -16,8 +16,14 @@ use std::process::ExitCode;
     about = "Recognise incident log signatures per node and cluster-wide, and page on-call."
 )]
 struct Cli {
-    /// Log level for sigwatch's own logs on stderr (error, warn, info, debug).
-    #[arg(long, global = true, default_value = "info", env = "SIGWATCH_LOG")]
+    /// Log level for sigwatch's own logs on stderr.
+    #[arg(
+        long,
+        global = true,
+        default_value = "info",
+        env = "SIGWATCH_LOG",
+        value_parser = ["error", "warn", "info", "debug", "trace"]
+    )]
     log_level: String,
     /// Log format for sigwatch's own logs: text (readable) or json (one object per line).
     #[arg(
@@ -183,8 +189,7 @@ struct ReplayArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(format!("sigwatch={}", cli.log_level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("sigwatch=info"));
+    let filter = tracing_subscriber::EnvFilter::new(format!("sigwatch={}", cli.log_level));
     let fmt = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
@@ -221,10 +226,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sigwatch: {e:#}");
+            eprintln!("sigwatch: {}", chain(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes, each said once: a cause whose text its
+/// error's message already carries is not repeated.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -75,7 +75,13 @@ pub struct Telemetry {
     exported: Mutex<std::collections::HashSet<Labels>>,
     reload_error: Mutex<Option<String>>,
     status: Mutex<String>,
+    /// Asked at every `/readyz` when set: whether the source answers now
+    /// (Loki), instead of the flag [`Telemetry::set_source`] sets.
+    source_check: Mutex<Option<SourceCheck>>,
 }
+
+/// A source's own readiness: (ready, what it says).
+pub type SourceCheck = Box<dyn Fn() -> (bool, String) + Send + Sync>;
 
 fn l(pairs: &[(&str, &str)]) -> Labels {
     pairs
@@ -139,6 +145,7 @@ impl Telemetry {
             exported: Mutex::new(std::collections::HashSet::new()),
             reload_error: Mutex::new(None),
             status: Mutex::new(String::new()),
+            source_check: Mutex::new(None),
         }
     }
 
@@ -175,6 +182,27 @@ impl Telemetry {
         if let Ok(mut s) = self.source.lock() {
             *s = what.to_string();
         }
+    }
+
+    /// From now on `/readyz` asks `check` whether the source is connected
+    /// (Loki: every query answered recently).
+    pub fn set_source_check(&self, check: SourceCheck) {
+        if let Ok(mut c) = self.source_check.lock() {
+            *c = Some(check);
+        }
+    }
+
+    /// (connected, detail) of the source now.
+    fn source_state(&self) -> (bool, String) {
+        if let Ok(c) = self.source_check.lock() {
+            if let Some(check) = c.as_ref() {
+                return check();
+            }
+        }
+        (
+            self.source_ready.load(Ordering::Relaxed),
+            self.source.lock().map(|s| s.clone()).unwrap_or_default(),
+        )
     }
 
     /// A counter that only moves forward: raises it to `value`.
@@ -234,6 +262,8 @@ impl Telemetry {
         for (kind, v) in [
             ("lines", d.lines),
             ("truncated_lines", s.truncated_lines),
+            ("invalid_utf8_lines", crate::stats::invalid_utf8_lines()),
+            ("state_write_errors", crate::durable::write_errors()),
             ("malformed", d.malformed),
             ("partial_chunks", d.partial_chunks),
             ("partial_overflow", d.partial_overflow),
@@ -276,6 +306,7 @@ impl Telemetry {
                 ("failed", r.failed),
                 ("dropped", r.dropped),
                 ("retried", r.retries),
+                ("duplicate", r.duplicates),
             ] {
                 self.counter(
                     l(&[
@@ -319,7 +350,7 @@ impl Telemetry {
     /// `/readyz`: (ready, JSON body with degraded receivers).
     pub fn readiness(&self) -> (bool, String) {
         let rules = self.rules_loaded.load(Ordering::Relaxed);
-        let source = self.source_ready.load(Ordering::Relaxed);
+        let (source, detail) = self.source_state();
         let receivers = self.receivers.lock().map(|r| r.clone()).unwrap_or_default();
         let degraded: Vec<&str> = receivers
             .iter()
@@ -330,7 +361,7 @@ impl Telemetry {
             "ready": rules && source,
             "rules_loaded": rules,
             "rule_reload_error": self.reload_error.lock().ok().and_then(|e| e.clone()),
-            "source": {"connected": source, "detail": self.source.lock().map(|s| s.clone()).unwrap_or_default()},
+            "source": {"connected": source, "detail": detail},
             "degraded_receivers": degraded,
             "receivers": receivers,
         });
@@ -339,7 +370,7 @@ impl Telemetry {
 
     /// What the source is doing, as `/readyz` says it.
     pub fn source(&self) -> String {
-        self.source.lock().map(|s| s.clone()).unwrap_or_default()
+        self.source_state().1
     }
 
     /// `/api/status`: the last published status (firing alerts, incidents).
@@ -367,9 +398,52 @@ impl Telemetry {
     }
 }
 
-/// Serves `/healthz`, `/readyz` and `/metrics` on an already-bound listener
-/// until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std::io::Result<()> {
+/// Bounds of the HTTP server, so that clients — slow, idle, or many —
+/// cannot take from the process what its liveness needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; past it new connections get only
+    /// `/healthz` and `/readyz` (from the reserve) or are closed.
+    pub max_connections: usize,
+    /// Connections beyond `max_connections` still answered, for the
+    /// probes only (one request each).
+    pub health_reserve: usize,
+    /// How long a client may take to send a request's headers, and how long
+    /// a kept-alive connection may wait idle for its next request.
+    pub header_timeout: std::time::Duration,
+    /// Oldest a connection gets before it is closed (after its request in
+    /// flight).
+    pub max_age: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: default_max_connections(),
+            health_reserve: 16,
+            header_timeout: std::time::Duration::from_secs(5),
+            max_age: std::time::Duration::from_secs(120),
+        }
+    }
+}
+
+/// 256 connections, or a quarter of the descriptors the process may open
+/// if that is less: the server can never take the descriptors the rest of
+/// the process (inputs, state files, receivers) needs.
+pub fn default_max_connections() -> usize {
+    let nofile = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse::<usize>().ok())
+        })
+        .unwrap_or(1024);
+    (nofile / 4).clamp(8, 256)
+}
+
+/// The routes of the server.
+fn router(t: Arc<Telemetry>) -> axum::Router {
     use axum::http::StatusCode;
     let code = |ok: bool| {
         if ok {
@@ -378,9 +452,9 @@ pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std:
             StatusCode::SERVICE_UNAVAILABLE
         }
     };
-    let (h, r, m, st) = (t.clone(), t.clone(), t.clone(), t);
+    let (r, m, st) = (t.clone(), t.clone(), t.clone());
     let page = crate::report::status_page();
-    let app = axum::Router::new()
+    probes(t)
         .route(
             "/",
             axum::routing::get(move || {
@@ -401,13 +475,6 @@ pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std:
             }),
         )
         .route(
-            "/healthz",
-            axum::routing::get(move || async move {
-                let (ok, b) = h.health();
-                (code(ok), b)
-            }),
-        )
-        .route(
             "/readyz",
             axum::routing::get(move || async move {
                 let (ok, b) = r.readiness();
@@ -425,8 +492,103 @@ pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std:
                     m.metrics(),
                 )
             }),
-        );
-    axum::serve(listener, app).await
+        )
+}
+
+/// `/healthz` alone: what the reserve answers when the server is full
+/// (everything else there is a 503 saying so).
+fn probes(t: Arc<Telemetry>) -> axum::Router {
+    use axum::http::StatusCode;
+    axum::Router::new()
+        .route(
+            "/healthz",
+            axum::routing::get(move || async move {
+                let (ok, b) = t.health();
+                let code = if ok {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                (code, b)
+            }),
+        )
+        .fallback(|| async {
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                [("connection", "close")],
+                "connection limit reached; only /healthz is answered\n",
+            )
+        })
+}
+
+/// Serves `/healthz`, `/readyz`, `/metrics` and the status page on an
+/// already-bound listener until the task is dropped, within [`Limits`]:
+/// at most `max_connections` at once, each closed if its headers are not in
+/// within `header_timeout` or it idles that long between requests; past
+/// the cap a small reserve still answers `/healthz` (one request per
+/// connection), and beyond that connections are closed at once. Rejected
+/// connections are counted (`http_connections_rejected`).
+pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std::io::Result<()> {
+    serve_with(listener, t, Limits::default()).await
+}
+
+/// [`serve`] with explicit limits.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    t: Arc<Telemetry>,
+    limits: Limits,
+) -> std::io::Result<()> {
+    use tokio::sync::Semaphore;
+    let app = router(t.clone());
+    let reserve_app = probes(t.clone());
+    let full = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let reserve = Arc::new(Semaphore::new(limits.health_reserve));
+    let rejected = t
+        .counters
+        .get_or_create(&l(&[("kind", "http_connections_rejected")]))
+        .clone();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors or a reset before accept: wait a
+                // moment instead of spinning, and go on.
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let (svc, permit, keep_alive) = match full.clone().try_acquire_owned() {
+            Ok(p) => (app.clone(), p, true),
+            Err(_) => {
+                rejected.inc();
+                match reserve.clone().try_acquire_owned() {
+                    Ok(p) => (reserve_app.clone(), p, false),
+                    Err(_) => {
+                        drop(stream);
+                        continue;
+                    }
+                }
+            }
+        };
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(keep_alive);
+            let conn = b.serve_connection(io, hyper_util::service::TowerToHyperService::new(svc));
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = tokio::time::sleep(limits.max_age) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(limits.header_timeout, conn).await;
+                }
+            }
+            drop(permit);
+        });
+    }
 }
 
 #[cfg(test)]

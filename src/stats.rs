@@ -17,6 +17,19 @@ pub fn truncated_lines() -> u64 {
     TRUNCATED.load(Ordering::Relaxed)
 }
 
+static INVALID_UTF8: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one line whose invalid UTF-8 was replaced (every reader calls
+/// this).
+pub fn count_invalid_utf8() {
+    INVALID_UTF8.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Lines repaired from invalid UTF-8 so far, over all readers.
+pub fn invalid_utf8_lines() -> u64 {
+    INVALID_UTF8.load(Ordering::Relaxed)
+}
+
 static SHARD_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Counts entries left to other shards (`--shard I/N`).

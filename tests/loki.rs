@@ -594,54 +594,63 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         n["group"].as_str().unwrap().starts_with("node-egress-"),
         "named from the node_id label: {n}"
     );
-    // Let a checkpoint land and the delivery become durable (the alert
-    // saved, the spool emptied after stdout took it), then kill -9. A kill
-    // between a delivery and its removal from the spool re-sends it at the
-    // next start (at least once, by design of the spool): that is not the
-    // re-reading this test is about.
-    let ckpt = cursor::path(dir.path());
-    let spool_empty = |d: &std::path::Path| {
-        std::fs::read_dir(d.join("spool")).map_or(true, |entries| {
-            entries.flatten().all(|e| {
-                let p = e.path();
-                p.extension().is_none_or(|x| x != "json")
-                    || std::fs::read_to_string(&p)
-                        .ok()
-                        .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
-                        .is_some_and(|v| v.is_empty())
-            })
-        })
+    // Once the page is recorded as delivered (its receipt in the stdout
+    // lane's spool), kill -9: wherever the checkpoint stands, the restart
+    // must not deliver it again — if the checkpoint holds the alert it is
+    // not made again, and if it does not, the lines read again make it
+    // again and the receipt stops it.
+    let dir_path = dir.path().to_path_buf();
+    let receipts = move || -> usize {
+        let Ok(entries) = std::fs::read_dir(dir_path.join("spool")) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .map(|v| v["delivered"].as_array().map_or(0, Vec::len))
+            .sum()
     };
-    for _ in 0..100 {
-        if ckpt.exists() && dir.path().join("state.json").exists() && spool_empty(dir.path()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let q = "{namespace=\"media\"}";
+    // (saved_at, cursor, alerts on the status board) of the checkpoint.
+    let ckpt = |d: &std::path::Path| -> Option<(String, i64, usize)> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join("checkpoint.json")).ok()?).ok()?;
+        Some((
+            v["saved_at"].as_str()?.to_string(),
+            v["loki"][q].as_i64()?,
+            v["board"].as_array()?.len(),
+        ))
+    };
+    let d = dir.path().to_path_buf();
+    wait_for("the receipt, and a checkpoint holding the alert", || {
+        receipts() >= 1 && ckpt(&d).is_some_and(|c| c.2 >= 1)
+    })
+    .await;
     child.start_kill().unwrap();
     let _ = child.wait().await;
-    let saved = cursor::load(dir.path()).unwrap()["{namespace=\"media\"}"];
+    let (saved_at, saved, _) = ckpt(dir.path()).expect("a checkpoint with the cursor");
     assert!(
         saved > now - 240_000_000_000,
         "the cursor moved past the fixture's start"
     );
     let before = store.lock().unwrap().starts.len();
-    // Restart: it must resume at the checkpoint, not 15 minutes back.
+    let last_entry = store
+        .lock()
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.1)
+        .max()
+        .unwrap();
+    // Restart: it resumes at the checkpoint, not 15 minutes back, reads
+    // to the end, and checkpoints again; then a graceful stop.
     let mut child = spawn();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    child.start_kill().unwrap();
-    let _ = child.wait().await;
-    let mut again = Vec::new();
-    while let Ok(Ok(Some(l))) =
-        tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
-    {
-        again.push(l);
-    }
-    assert!(
-        again.is_empty(),
-        "no line was re-read, so nothing was notified again: {again:?}"
-    );
+    let d = dir.path().to_path_buf();
+    wait_for("the restart's checkpoint past the last entry", || {
+        ckpt(&d).is_some_and(|(at, c, _)| at != saved_at && c > last_entry)
+    })
+    .await;
     let starts = store.lock().unwrap().starts.clone();
     assert!(starts.len() > before, "the restarted process polled");
     assert!(
@@ -649,6 +658,71 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         "resumed at the checkpoint {saved}: {:?}",
         &starts[before..]
     );
+    // A crash before any checkpoint: everything is read again from 15
+    // minutes back and the alert made again — its receipt stops it.
+    child.start_kill().unwrap();
+    let again = read_all(&mut child).await;
+    assert!(
+        again.is_empty(),
+        "nothing notified after the restart: {again:?}"
+    );
+    std::fs::remove_file(dir.path().join("checkpoint.json")).unwrap();
+    let mut child = spawn();
+    wait_for("a new checkpoint past the last entry", || {
+        ckpt(&d).is_some_and(|(_, c, n)| c > last_entry && n >= 1)
+    })
+    .await;
+    kill_term(&child);
+    let again = read_all(&mut child).await;
+    assert!(
+        again.is_empty(),
+        "nothing was notified a second time: {again:?}"
+    );
+    assert!(
+        store
+            .lock()
+            .unwrap()
+            .starts
+            .iter()
+            .any(|s| *s < now - 240_000_000_000),
+        "that run read everything again"
+    );
+}
+
+/// Every line the child prints until it exits (bounded: 20 s).
+async fn read_all(child: &mut tokio::process::Child) -> Vec<String> {
+    use tokio::io::AsyncBufReadExt;
+    let mut out = Vec::new();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Ok(Ok(Some(l))) =
+        tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await
+    {
+        out.push(l);
+    }
+    let _ = child.wait().await;
+    out
+}
+
+/// Waits (bounded: 20 s) until `cond` holds; fails the test naming `what`.
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// SIGTERM: the graceful stop a rolling upgrade gives.
+fn kill_term(child: &tokio::process::Child) {
+    let pid = child.id().expect("running");
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM {pid}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -669,6 +743,7 @@ async fn tail_reconnects_at_the_last_timestamp_and_backfills_drops_exactly_once(
         "{pod=\"a\"}".into(),
         1,
         tx,
+        Default::default(),
     ));
     let mut got: Vec<String> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

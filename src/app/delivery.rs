@@ -1,8 +1,11 @@
 //! Between the engine and the dispatcher: every alert notification passes
-//! the incident tracker (which may add incident-level notifications and,
-//! when grouping, labels the alert with its incident), the status board of
-//! the live page, and the replay's report recorder, then the dispatcher,
-//! which sends each receiver the level it takes.
+//! the ledger (after a restart, a notification the previous run had made
+//! already takes back that run's identity), the incident tracker (which
+//! may add incident-level notifications and, when grouping, labels the
+//! alert with its incident), the status board of the live page, and the
+//! replay's report recorder, then the dispatcher, which sends each
+//! receiver the level it takes (and whose receipts drop what a receiver
+//! was told before the restart).
 
 use crate::alert::Notification;
 use crate::incident::{IncidentConfig, Incidents};
@@ -22,6 +25,107 @@ pub struct Delivery {
     pub recorder: Option<Recorder>,
     grouping: bool,
     scratch: Vec<Notification>,
+    /// With `--state-dir`: the ledger of what was made last per alert.
+    pub ledger: Option<Ledger>,
+}
+
+/// What the engine made last per alert (fingerprint): its phase and the
+/// start and end of its episode, saved at once after every step that
+/// notified (`state-dir/ledger.json`). A restart goes on from a
+/// checkpoint up to a few seconds older and reads again the lines since,
+/// so it makes some notifications again — the same alerts, but an
+/// evaluation instant may differ, and with it a share alert's start. The
+/// ledger gives such a notification back the start the first run sent, so
+/// its incident keeps its id and every receiver's receipts recognise it
+/// ([`crate::notify::Receipt::covers`]): nothing is paged twice.
+pub struct Ledger {
+    last: lru::LruCache<String, Made>,
+    writer: crate::durable::Rewriter,
+    dirty: bool,
+}
+
+/// One alert's last notification, as the ledger keeps it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Made {
+    phase: String,
+    starts_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ends_at: Option<String>,
+}
+
+/// Alerts the ledger remembers.
+pub const LEDGER_ALERTS: usize = 4096;
+
+impl Ledger {
+    /// The ledger of a state directory (read if it exists; unreadable:
+    /// logged, empty).
+    pub fn open(dir: &std::path::Path) -> Ledger {
+        let path = dir.join("ledger.json");
+        let cap = std::num::NonZeroUsize::new(LEDGER_ALERTS).unwrap_or(std::num::NonZeroUsize::MIN);
+        let mut last = lru::LruCache::new(cap);
+        if let Ok(bytes) = std::fs::read(&path) {
+            match serde_json::from_slice::<Vec<(String, Made)>>(&bytes) {
+                Ok(v) => {
+                    for (fp, m) in v {
+                        last.put(fp, m);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "Ledger unreadable; starting without it.")
+                }
+            }
+        }
+        Ledger {
+            last,
+            writer: crate::durable::Rewriter::new(path, "ledger"),
+            dirty: false,
+        }
+    }
+
+    /// Gives a notification made again after a restart the identity the
+    /// first one had, and records it.
+    pub fn take(&mut self, n: &mut Notification) {
+        use crate::decode::time::parse_rfc3339;
+        if n.incident.is_some() {
+            return;
+        }
+        if let Some(m) = self.last.peek(&n.fingerprint) {
+            let ongoing = m.phase == "firing" || m.phase == "repeat";
+            // An episode that started before the last one ended is that
+            // episode, made again.
+            let earlier = m
+                .ends_at
+                .as_deref()
+                .and_then(parse_rfc3339)
+                .is_some_and(|end| parse_rfc3339(&n.starts_at).is_some_and(|start| start < end));
+            if (ongoing || earlier) && n.starts_at != m.starts_at {
+                n.starts_at = m.starts_at.clone();
+            }
+        }
+        let made = Made {
+            phase: crate::notify::phase(n).to_string(),
+            starts_at: n.starts_at.clone(),
+            ends_at: n.ends_at.clone(),
+        };
+        if self.last.peek(&n.fingerprint) != Some(&made) {
+            self.last.put(n.fingerprint.clone(), made);
+            self.dirty = true;
+        }
+    }
+
+    /// Writes the ledger if it changed (at once: it must be on disk before
+    /// the next step can be lost).
+    pub fn save(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        let v: Vec<(&String, &Made)> = self.last.iter().rev().collect();
+        if let Ok(bytes) = serde_json::to_vec(&v) {
+            if self.writer.write(&bytes) == crate::durable::Outcome::Written {
+                self.dirty = false;
+            }
+        }
+    }
 }
 
 impl Delivery {
@@ -41,6 +145,7 @@ impl Delivery {
             recorder: None,
             grouping,
             scratch: Vec::new(),
+            ledger: None,
         }
     }
 
@@ -59,6 +164,9 @@ impl Delivery {
     /// releases incident updates that were held back.
     pub async fn deliver(&mut self, out: &mut Vec<Notification>, now: Option<i64>) {
         for mut n in out.drain(..) {
+            if let Some(l) = self.ledger.as_mut() {
+                l.take(&mut n);
+            }
             let id = self.incidents.observe(&n, &mut self.scratch);
             if self.grouping {
                 if let Some(id) = id {
@@ -75,6 +183,10 @@ impl Delivery {
         if let Some(now) = now {
             self.incidents.tick(now, &mut self.scratch);
             self.send_incidents().await;
+        }
+        // After the spools took them: on disk before the next step.
+        if let Some(l) = self.ledger.as_mut() {
+            l.save();
         }
     }
 

@@ -26,7 +26,7 @@ pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery
     let d = delivery.dispatcher;
     let timeout = Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64);
     // Counters are read after the drain: a rejection during it counts.
-    let stats = d.stats_reader();
+    let stats = d.snapshot_reader();
     let left = d.shutdown(timeout).await;
     if !left.is_empty() {
         tracing::warn!(receivers = ?left, "Shutdown timeout reached with notifications still queued.");
@@ -41,14 +41,43 @@ pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery
         late = s.late,
         "Input finished."
     );
-    for (name, sent, failed, dropped) in stats() {
-        if failed > 0 || dropped > 0 {
-            tracing::warn!(receiver = %name, sent, failed, dropped, "Some notifications were not delivered.");
+    let receivers = stats();
+    for r in &receivers {
+        if r.failed > 0 || r.dropped > 0 {
+            tracing::warn!(receiver = %r.name, sent = r.sent, failed = r.failed, dropped = r.dropped, "Some notifications were not delivered.");
         }
     }
     if p.stats {
-        eprintln!("{}", serde_json::to_string(&s).unwrap_or_default());
+        eprintln!("{}", stats_json(&s, &receivers));
     }
+}
+
+/// `--stats`: every counter the logs mention, in one JSON object — the
+/// engine's, the readers' (lines cut, lines repaired from invalid UTF-8),
+/// failed state writes, and each receiver's deliveries.
+pub fn stats_json(
+    s: &crate::engine::Stats,
+    receivers: &[crate::notify::ReceiverSnapshot],
+) -> String {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "input".into(),
+            serde_json::json!({
+                "truncated_lines": crate::stats::truncated_lines(),
+                "invalid_utf8_lines": crate::stats::invalid_utf8_lines(),
+            }),
+        );
+        o.insert(
+            "state_write_errors".into(),
+            crate::durable::write_errors().into(),
+        );
+        o.insert(
+            "receivers".into(),
+            serde_json::to_value(receivers).unwrap_or_default(),
+        );
+    }
+    v.to_string()
 }
 
 /// `sigwatch run`: the live pipeline, until its input ends or a signal.
@@ -142,12 +171,16 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         d.incidents.restore(incidents);
         d.board.restore(board);
     }
+    if let Some(dir) = &a.state_dir {
+        d.ledger = Some(super::delivery::Ledger::open(dir));
+    }
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
-    let cursors = sources::start(&a, engine.scanner(), &tx, resume)?;
+    let started = sources::start(&a, engine.scanner(), &tx, resume)?;
+    let cursors = started.cursors;
     drop(tx);
     let state = match &a.state_dir {
         Some(dir) => Some(StateKeeper::new(dir, &a, cursors, saved_files, lock)?),
@@ -169,11 +202,11 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
             }
         });
     }
-    match (&a.loki, a.files.is_empty()) {
-        (Some(url), _) => telemetry.set_source(
-            false,
-            &format!("loki {url}: waiting for the first successful poll"),
-        ),
+    match (&started.loki_health, a.files.is_empty()) {
+        (Some(health), _) => {
+            let health = health.clone();
+            telemetry.set_source_check(Box::new(move || health.readiness(wall_ns())));
+        }
         (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
         (None, true) => telemetry.set_source(true, "stdin"),
     }
@@ -322,9 +355,6 @@ async fn drive(
                         wall_ns()
                     }
                     Input::Loki { query, cursor: at, newest, block, hints, sources } => {
-                        if newest_entry.is_none() {
-                            telemetry.set_source(true, &format!("loki: query {query} answering"));
-                        }
                         engine.push_block(&sources, &block, &hints, &mut out);
                         if let Some(n) = newest {
                             newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));

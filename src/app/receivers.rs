@@ -105,7 +105,10 @@ pub fn receivers(p: &PipelineOptions) -> Result<Receivers, AppError> {
             let mut names = Vec::new();
             for r in &c.receivers {
                 let (recv, am) = from_spec(r, p, timeout)?;
-                all.push(recv);
+                all.push(Arc::new(crate::notify::Configured {
+                    label: r.name.clone(),
+                    inner: recv,
+                }));
                 alertmanagers.extend(am);
                 names.push(r.name.clone());
             }

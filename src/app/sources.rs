@@ -9,7 +9,7 @@ use crate::source::block::{self, Block, ReadBlocks};
 use crate::source::file;
 use crate::source::loki::poll::Poller;
 use crate::source::loki::tail::run_tail;
-use crate::source::loki::{may_match_loki_itself, run_poller, Auth, Batch, LokiConfig};
+use crate::source::loki::{may_match_loki_itself, run_poller, Auth, Batch, Health, LokiConfig};
 use crate::source::shard::Shard;
 use crate::source::Source;
 use std::collections::BTreeMap;
@@ -183,11 +183,21 @@ pub struct Resume {
     pub files: std::collections::HashMap<file::FileId, u64>,
 }
 
+/// What the started inputs report back to the live loop.
+#[derive(Debug, Default)]
+pub struct Started {
+    /// The Loki cursors the pollers start from (empty for other inputs).
+    pub cursors: BTreeMap<String, i64>,
+    /// Whether Loki answers, per query (Loki only), for `/readyz`.
+    pub loki_health: Option<std::sync::Arc<Health>>,
+}
+
 /// Starts one poller per query; returns the batch channel and the cursors.
 fn start_loki(
     a: &SourceOptions,
     url: &str,
     mut cursors: BTreeMap<String, i64>,
+    health: &std::sync::Arc<Health>,
 ) -> Result<(tokio::sync::mpsc::Receiver<Batch>, BTreeMap<String, i64>), AppError> {
     if a.queries.is_empty() {
         return Err(AppError::Setup(
@@ -207,11 +217,17 @@ fn start_loki(
         let start = *cursors.entry(q.clone()).or_insert(fresh);
         tracing::info!(query = %q, start, resumed = start != fresh, "Loki query starting.");
         if a.loki_tail {
-            tokio::spawn(run_tail(cfg.clone(), q.clone(), start, tx.clone()));
+            tokio::spawn(run_tail(
+                cfg.clone(),
+                q.clone(),
+                start,
+                tx.clone(),
+                health.clone(),
+            ));
         } else {
             let poller = Poller::new(cfg.clone(), q, start)
                 .map_err(|e| AppError::Setup(format!("loki query {q}: {e}")))?;
-            tokio::spawn(run_poller(poller, cfg.interval, tx.clone()));
+            tokio::spawn(run_poller(poller, cfg.interval, tx.clone(), health.clone()));
         }
     }
     Ok((rx, cursors))
@@ -327,23 +343,24 @@ pub fn apply_config(a: &mut SourceOptions, config: &Option<PathBuf>) -> Result<(
 /// Starts the input the options name — Loki (one poller or tail per
 /// query), followed files, or stdin — feeding `tx` with scanned blocks
 /// (the scan runs off the detection thread, with the scanner `slot` holds).
-/// `resume` holds the positions of a checkpoint. Returns the Loki cursors
-/// the pollers start from (empty for other inputs).
+/// `resume` holds the positions of a checkpoint.
 pub fn start(
     a: &SourceOptions,
     slot: ScannerSlot,
     tx: &tokio::sync::mpsc::Sender<Input>,
     resume: Resume,
-) -> Result<BTreeMap<String, i64>, AppError> {
-    let mut cursors = BTreeMap::new();
+) -> Result<Started, AppError> {
+    let mut started = Started::default();
     if a.shard.is_some() && a.loki.is_none() {
         return Err(AppError::Setup(
             "--shard splits Loki streams between replicas: it needs --loki (a file-reading DaemonSet is sharded by its nodes already)".into(),
         ));
     }
     if let Some(url) = &a.loki {
-        let (mut lrx, c) = start_loki(a, url, resume.loki)?;
-        cursors = c;
+        let health = std::sync::Arc::new(Health::default());
+        let (mut lrx, c) = start_loki(a, url, resume.loki, &health)?;
+        started.cursors = c;
+        started.loki_health = Some(health);
         let tx = tx.clone();
         let shard = a.shard().filter(Shard::is_split);
         tokio::spawn(async move {
@@ -403,5 +420,5 @@ pub fn start(
         })
         .map_err(AppError::io("cannot start the stdin reader"))?;
     }
-    Ok(cursors)
+    Ok(started)
 }

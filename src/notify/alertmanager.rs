@@ -248,6 +248,9 @@ impl Alertmanager {
 }
 
 impl Receiver for Alertmanager {
+    fn identity(&self) -> String {
+        self.cfg.urls.join("\n")
+    }
     fn name(&self) -> &str {
         &self.name
     }

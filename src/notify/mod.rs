@@ -69,6 +69,12 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Receiver: Send + Sync {
     /// Name for logs and counters (never contains secrets).
     fn name(&self) -> &str;
+    /// What makes this receiver this one and not another of its kind (its
+    /// URL, key…): it names the receiver's spool (hashed, so a secret in
+    /// it never reaches the file system), so two receivers never share one.
+    fn identity(&self) -> String {
+        self.name().to_string()
+    }
     /// Delivers one notification, retrying as the receiver sees fit.
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>>;
     /// The lane settings that suit this kind of receiver (rate limit).
@@ -80,6 +86,34 @@ pub trait Receiver: Send + Sync {
     /// (Alertmanager, which groups them itself).
     fn takes_incidents(&self) -> bool {
         true
+    }
+}
+
+/// A receiver under the name `sigwatch.yaml` gives it: the name joins its
+/// identity, so two configured receivers of one kind and URL keep spools
+/// of their own.
+pub struct Configured {
+    /// The configured name.
+    pub label: String,
+    /// The receiver.
+    pub inner: Arc<dyn Receiver>,
+}
+
+impl Receiver for Configured {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn identity(&self) -> String {
+        format!("{}\n{}", self.label, self.inner.identity())
+    }
+    fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
+        self.inner.send(n)
+    }
+    fn lane(&self) -> LaneConfig {
+        self.inner.lane()
+    }
+    fn takes_incidents(&self) -> bool {
+        self.inner.takes_incidents()
     }
 }
 
@@ -96,6 +130,9 @@ pub struct DeliveryStats {
     pub replaced: AtomicU64,
     /// Transient failures retried.
     pub retries: AtomicU64,
+    /// Notifications already delivered (before a restart, found in the
+    /// spool's receipts) and not sent again.
+    pub duplicates: AtomicU64,
 }
 
 /// How a receiver's lane delivers.
@@ -160,6 +197,9 @@ impl TokenBucket {
 struct LaneQueue {
     order: std::collections::VecDeque<String>,
     items: std::collections::HashMap<String, Arc<Notification>>,
+    /// Per alert (fingerprint), what was delivered last (or rejected for
+    /// good): the receipts a restart checks (see [`Receipt`]). Bounded.
+    receipts: Option<lru::LruCache<String, Receipt>>,
     closed: bool,
     /// Replay: every notification is delivered, none replaced, so the
     /// output does not depend on how fast a receiver is.
@@ -168,6 +208,30 @@ struct LaneQueue {
 }
 
 impl LaneQueue {
+    /// Remembers that `n` is done (delivered, or rejected for good).
+    fn receipt(&mut self, n: &Notification) {
+        self.remember(n.fingerprint.clone(), Receipt::of(n));
+    }
+
+    fn remember(&mut self, fingerprint: String, r: Receipt) {
+        if self.keep_every {
+            return;
+        }
+        let cap = std::num::NonZeroUsize::new(MAX_RECEIPTS).unwrap_or(std::num::NonZeroUsize::MIN);
+        self.receipts
+            .get_or_insert_with(|| lru::LruCache::new(cap))
+            .put(fingerprint, r);
+    }
+
+    /// Whether `n` says nothing the receiver was not told already: see
+    /// [`Receipt::covers`].
+    fn already_told(&self, n: &Notification) -> bool {
+        self.receipts
+            .as_ref()
+            .and_then(|r| r.peek(&n.fingerprint))
+            .is_some_and(|r| r.covers(n))
+    }
+
     /// The queue place of `n`: its alert's, except that a resolve never
     /// replaces an undelivered firing (the page would be lost: PagerDuty
     /// and Alertmanager ignore a resolve for an alert they never saw) and
@@ -209,12 +273,14 @@ impl LaneQueue {
 struct LaneShared {
     name: String,
     cap: usize,
-    /// Where the queue is persisted (with `--state-dir`).
-    spool: Option<std::path::PathBuf>,
-    /// Held while the queue is read and written to the spool, so writes
-    /// land in the order of their snapshots: the file always ends with
-    /// the latest queue (a delivered notification never comes back).
-    persisting: std::sync::Mutex<()>,
+    /// Where the queue and the receipts are persisted (with
+    /// `--state-dir`). Held while the queue is read and written, so writes
+    /// land in the order of their snapshots: the file always ends with the
+    /// latest queue (a delivered notification never comes back).
+    spool: Option<std::sync::Mutex<crate::durable::Rewriter>>,
+    /// The last spool write failed or was put off (full disk): the worker
+    /// retries it.
+    spool_dirty: AtomicBool,
     /// The lane that takes over after repeated failures.
     fallback: std::sync::OnceLock<Arc<LaneShared>>,
     /// Whether the last attempt failed (shown as degraded).
@@ -240,10 +306,133 @@ pub struct Dispatcher {
     grouping: bool,
 }
 
-/// The spool file of a receiver: its name made file-safe.
-pub fn spool_path(dir: &std::path::Path, receiver: &str) -> std::path::PathBuf {
-    let safe: String = receiver
-        .chars()
+/// Alerts whose last delivery a spool remembers per receiver: enough to
+/// recognise every notification a restart can produce again (those of the
+/// seconds between the last checkpoint and the stop).
+pub const MAX_RECEIPTS: usize = 4096;
+
+/// What a receiver was told last about one alert (or incident).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Receipt {
+    /// `firing`, `repeat`, `resolved`; for incidents `opened`, `updated`,
+    /// `resolved`.
+    pub phase: String,
+    /// Its [`delivery_key`].
+    pub key: String,
+    /// The start of the episode it was about.
+    #[serde(default)]
+    pub starts_at: String,
+}
+
+impl Receipt {
+    /// The receipt of delivering `n`.
+    pub fn of(n: &Notification) -> Receipt {
+        Receipt {
+            phase: phase(n).to_string(),
+            key: delivery_key(n),
+            starts_at: n.starts_at.clone(),
+        }
+    }
+
+    /// Whether a receiver told this already has nothing to learn from `n`:
+    /// the very same notification, or the same state again — firing after
+    /// firing, resolved after resolved, the firing of an episode whose
+    /// resolve it already has, an incident opened or updated after it was
+    /// opened (an incident id belongs to one episode). That is what a
+    /// restart produces when it reads again the lines after its checkpoint:
+    /// the same alerts, though not always byte for byte (evaluation ticks
+    /// fall elsewhere, so counts differ). A repeat and an incident update
+    /// that differ are news and go out.
+    pub fn covers(&self, n: &Notification) -> bool {
+        if self.key == delivery_key(n) {
+            return true;
+        }
+        match (phase(n), self.phase.as_str()) {
+            ("firing", "firing" | "repeat") => true,
+            ("firing", "resolved") => n.starts_at == self.starts_at,
+            ("resolved", "resolved") => true,
+            ("opened", _) => true,
+            ("updated", "resolved") => true,
+            _ => false,
+        }
+    }
+}
+
+/// The phase of a notification in its alert's (or incident's) life:
+/// `firing`, `repeat`, `resolved`; for incidents `opened`, `updated`,
+/// `resolved`.
+pub fn phase(n: &Notification) -> &'static str {
+    use crate::alert::{AlertState, IncidentEvent};
+    match (&n.incident, n.state) {
+        (Some(i), _) => match i.event {
+            IncidentEvent::Opened => "opened",
+            IncidentEvent::Updated => "updated",
+            IncidentEvent::Resolved => "resolved",
+        },
+        (None, AlertState::Resolved) => "resolved",
+        (None, AlertState::Firing) if n.repeat => "repeat",
+        (None, AlertState::Firing) => "firing",
+    }
+}
+
+/// The spool format this version writes (the first was a bare list).
+const SPOOL_VERSION: u32 = 2;
+
+/// A spool file: the receiver's undelivered queue and the receipts of
+/// what it delivered last.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SpoolFile {
+    version: u32,
+    /// The receiver's name, for people reading the file.
+    receiver: String,
+    queue: Vec<Notification>,
+    /// Per alert fingerprint, least recently delivered first.
+    delivered: Vec<(String, Receipt)>,
+}
+
+/// What identifies one delivery of a notification: its alert, state and
+/// start, and what tells apart the notifications one alert sends in one
+/// state (a repeat's latest match and count; an incident update's chain).
+/// The same input gives the same keys, so a restart that reads some lines
+/// again recognises what it had already delivered.
+pub fn delivery_key(n: &Notification) -> String {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    let mut put = |s: &str| {
+        h.write(s.as_bytes());
+        h.write(&[0]);
+    };
+    put(&n.fingerprint);
+    put(match n.state {
+        crate::alert::AlertState::Firing => "firing",
+        crate::alert::AlertState::Resolved => "resolved",
+    });
+    put(&n.starts_at);
+    if n.repeat {
+        put("repeat");
+        put(n.last_seen.as_deref().unwrap_or(""));
+        put(&n.count.to_string());
+    }
+    if let Some(i) = &n.incident {
+        put(match i.event {
+            crate::alert::IncidentEvent::Opened => "opened",
+            crate::alert::IncidentEvent::Updated => "updated",
+            crate::alert::IncidentEvent::Resolved => "resolved",
+        });
+        for c in &i.chain {
+            put(&c.fingerprint);
+            put(&c.starts_at);
+            put(c.ends_at.as_deref().unwrap_or("-"));
+        }
+        put(&i.omitted.to_string());
+        put(&i.affected.join(","));
+        put(n.last_seen.as_deref().unwrap_or(""));
+    }
+    format!("{:016x}", h.finish())
+}
+
+fn file_safe(s: &str) -> String {
+    s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
                 c
@@ -251,18 +440,48 @@ pub fn spool_path(dir: &std::path::Path, receiver: &str) -> std::path::PathBuf {
                 '_'
             }
         })
-        .collect();
-    dir.join("spool").join(format!("{safe}.json"))
+        .collect()
 }
 
-/// Loads a spool file (missing: empty; unreadable: logged, empty).
-fn load_spool(path: &std::path::Path) -> Vec<Notification> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => serde_json::from_str(&t).unwrap_or_else(|e| {
+/// The spool file of a receiver: its name made file-safe and a digest of
+/// its identity ([`Receiver::identity`]: URL, key, configured name), so
+/// two receivers of one kind and host never share a spool, and no secret
+/// reaches a file name.
+pub fn spool_path(dir: &std::path::Path, name: &str, identity: &str) -> std::path::PathBuf {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(identity.as_bytes());
+    dir.join("spool").join(format!(
+        "{}-{:08x}.json",
+        file_safe(name),
+        h.finish() as u32
+    ))
+}
+
+/// The first format's spool name (the receiver's name only).
+fn legacy_spool_path(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    dir.join("spool").join(format!("{}.json", file_safe(name)))
+}
+
+/// Loads a spool (missing: empty; unreadable: logged, empty): the queue
+/// and the receipts. Reads the first format (a bare list) too.
+fn load_spool(path: &std::path::Path) -> (Vec<Notification>, Vec<(String, Receipt)>) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return (Vec::new(), Vec::new());
+    };
+    if let Ok(f) = serde_json::from_slice::<SpoolFile>(&bytes) {
+        if f.version <= SPOOL_VERSION {
+            return (f.queue, f.delivered);
+        }
+        tracing::error!(path = %path.display(), version = f.version, "Spool of a newer format; starting with an empty queue (move it away to silence this).");
+        return (Vec::new(), Vec::new());
+    }
+    match serde_json::from_slice::<Vec<Notification>>(&bytes) {
+        Ok(q) => (q, Vec::new()),
+        Err(e) => {
             tracing::error!(path = %path.display(), error = %e, "Spool unreadable; starting with an empty queue.");
-            Vec::new()
-        }),
-        Err(_) => Vec::new(),
+            (Vec::new(), Vec::new())
+        }
     }
 }
 
@@ -279,6 +498,8 @@ pub struct ReceiverSnapshot {
     pub dropped: u64,
     /// Transient failures retried.
     pub retries: u64,
+    /// Already delivered before a restart: not sent again.
+    pub duplicates: u64,
     /// Waiting in the queue now.
     pub queued: u64,
     /// True when its last attempt failed.
@@ -323,39 +544,61 @@ impl LaneShared {
         true
     }
 
-    /// Writes the queue to the spool, atomically (temp file + rename), so a
-    /// crash at any moment leaves either the old or the new queue on disk.
-    fn persist(&self) {
-        let Some(path) = &self.spool else { return };
-        let _order = self
-            .persisting
+    /// Writes the queue and the receipts to the spool, atomically and
+    /// durably ([`crate::durable`]), so a crash at any moment leaves the
+    /// old or the new spool. A failing disk is logged once, counted and
+    /// retried with backoff by the lane's worker (`force` tries at once:
+    /// the last chance at shutdown).
+    fn persist_with(&self, force: bool) {
+        let Some(spool) = &self.spool else { return };
+        let mut w = spool
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let items: Vec<Arc<Notification>> = match self.q.lock() {
-            Ok(q) => q
-                .order
-                .iter()
-                .filter_map(|fp| q.items.get(fp).cloned())
-                .collect(),
+        if force {
+            w.retry_now();
+        }
+        let file = match self.q.lock() {
+            Ok(q) => SpoolFile {
+                version: SPOOL_VERSION,
+                receiver: self.name.clone(),
+                queue: q
+                    .order
+                    .iter()
+                    .filter_map(|k| q.items.get(k).map(|a| a.as_ref().clone()))
+                    .collect(),
+                delivered: q
+                    .receipts
+                    .as_ref()
+                    .map(|r| {
+                        r.iter()
+                            .rev()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
             Err(_) => return,
         };
-        let write = || -> std::io::Result<()> {
-            if let Some(d) = path.parent() {
-                std::fs::create_dir_all(d)?;
-            }
-            // A temporary name of this process's own: another writer of
-            // the same directory never collides with it.
-            let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-            let plain: Vec<&Notification> = items.iter().map(|a| a.as_ref()).collect();
-            std::fs::write(
-                &tmp,
-                serde_json::to_vec(&plain).map_err(std::io::Error::other)?,
-            )?;
-            std::fs::rename(&tmp, path)
-        };
-        if let Err(e) = write() {
-            tracing::error!(path = %path.display(), error = %e, "Cannot write the spool; undelivered notifications are only in memory.");
+        let written = serde_json::to_vec(&file)
+            .map(|bytes| w.write(&bytes) == crate::durable::Outcome::Written)
+            .unwrap_or(false);
+        self.spool_dirty.store(!written, Ordering::Relaxed);
+    }
+
+    fn persist(&self) {
+        self.persist_with(false);
+    }
+
+    /// When a spool write put off by a failing disk is due again.
+    fn spool_retry_at(&self) -> Option<std::time::Instant> {
+        if !self.spool_dirty.load(Ordering::Relaxed) {
+            return None;
         }
+        let spool = self.spool.as_ref()?;
+        let w = spool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(w.retry_at().unwrap_or_else(std::time::Instant::now))
     }
 }
 
@@ -377,12 +620,46 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
                 .and_then(|fp| q.items.get(fp).map(|n| (fp.clone(), n.clone())))
             {
                 Some(h) => Some(h),
-                None if q.closed => return,
+                None if q.closed => {
+                    drop(q);
+                    if shared.spool_dirty.load(Ordering::Relaxed) {
+                        // The last chance to get the receipts on disk.
+                        shared.persist_with(true);
+                    }
+                    return;
+                }
                 None => None,
             }
         };
+        if let Some((fp, n)) = head.as_ref() {
+            let told = shared.q.lock().is_ok_and(|q| q.already_told(n));
+            if told {
+                // Made again by a restart that read its lines again: the
+                // receiver knows already.
+                if let Ok(mut q) = shared.q.lock() {
+                    if q.items.get(fp).is_some_and(|cur| Arc::ptr_eq(cur, n)) {
+                        q.items.remove(fp);
+                        q.order.retain(|f| f != fp);
+                    }
+                }
+                shared.stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(receiver = %shared.name, rule = %n.rule, group = %n.group, state = ?n.state, "Already delivered before the restart; not sent again.");
+                shared.persist();
+                shared.space.notify_waiters();
+                continue;
+            }
+        }
         let Some((fp, n)) = head else {
-            notified.await;
+            match shared.spool_retry_at() {
+                // A spool write put off by a failing disk: retried when due.
+                Some(at) => {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep_until(at.into()) => shared.persist(),
+                    }
+                }
+                None => notified.await,
+            }
             continue;
         };
         if let Some(b) = bucket.as_mut() {
@@ -432,7 +709,11 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
                     q.items.remove(&fp);
                     q.order.retain(|f| f != &fp);
                 }
+                q.receipt(&n);
             }
+            // At once (no await since the send): the receipt is on disk
+            // before anything else can happen, so a kill -9 right after a
+            // delivery cannot make a restart deliver it again.
             shared.persist();
             shared.space.notify_waiters();
         } else {
@@ -481,22 +762,49 @@ impl Dispatcher {
         wait_when_full: bool,
         state_dir: Option<&std::path::Path>,
     ) -> Dispatcher {
+        // Names are what logs and metrics show: two receivers of one kind
+        // and host get a number each.
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let names: Vec<String> = receivers
+            .iter()
+            .map(|(r, _)| {
+                let n = seen.entry(r.name().to_string()).or_insert(0);
+                *n += 1;
+                match *n {
+                    1 => r.name().to_string(),
+                    k => format!("{} #{k}", r.name()),
+                }
+            })
+            .collect();
         let lanes = receivers
             .into_iter()
-            .map(|(r, cfg)| {
-                let spool = state_dir.map(|d| spool_path(d, r.name()));
+            .zip(names)
+            .map(|((r, cfg), name)| {
+                let spool = state_dir.map(|d| spool_path(d, &name, &r.identity()));
                 let mut queue = LaneQueue {
                     keep_every: wait_when_full,
                     ..LaneQueue::default()
                 };
-                if let Some(path) = &spool {
-                    let left = load_spool(path);
+                if let (Some(path), Some(dir)) = (&spool, state_dir) {
+                    let (mut left, mut receipts) = load_spool(path);
+                    // A spool of the first format, named by the receiver
+                    // alone: taken over by the first receiver of that name.
+                    let legacy = legacy_spool_path(dir, r.name());
+                    if !path.exists() && legacy.exists() {
+                        let (q, d) = load_spool(&legacy);
+                        left.extend(q);
+                        receipts.extend(d);
+                        let _ = std::fs::remove_file(&legacy);
+                    }
                     if !left.is_empty() {
                         tracing::info!(
-                            receiver = r.name(),
+                            receiver = %name,
                             notifications = left.len(),
                             "Re-queueing notifications spooled by a previous run."
                         );
+                    }
+                    for (fp, r) in receipts {
+                        queue.remember(fp, r);
                     }
                     for n in left {
                         let (key, _) = queue.place(&n);
@@ -507,18 +815,18 @@ impl Dispatcher {
                     }
                 }
                 let shared = Arc::new(LaneShared {
-                    name: r.name().to_string(),
+                    name: name.clone(),
                     cap: cfg.queue,
                     fallback: std::sync::OnceLock::new(),
                     failing: AtomicBool::new(false),
-                    spool,
-                    persisting: std::sync::Mutex::new(()),
+                    spool: spool
+                        .map(|p| std::sync::Mutex::new(crate::durable::Rewriter::new(p, "spool"))),
+                    spool_dirty: AtomicBool::new(false),
                     q: std::sync::Mutex::new(queue),
                     wake: tokio::sync::Notify::new(),
                     space: tokio::sync::Notify::new(),
                     stats: DeliveryStats::default(),
                 });
-                let name = r.name().to_string();
                 let takes_incidents = r.takes_incidents();
                 let task = tokio::spawn(lane_worker(r, shared.clone(), cfg));
                 Lane {
@@ -593,21 +901,18 @@ impl Dispatcher {
 
     /// Per-receiver counters and queue depth, for `/metrics` and `/readyz`.
     pub fn snapshots(&self) -> Vec<ReceiverSnapshot> {
-        self.lanes
+        self.snapshot_reader()()
+    }
+
+    /// A reader of [`Dispatcher::snapshots`] that outlives the dispatcher,
+    /// to read them after [`Dispatcher::shutdown`] has drained the queues.
+    pub fn snapshot_reader(&self) -> impl Fn() -> Vec<ReceiverSnapshot> + Send + Sync {
+        let lanes: Vec<(String, Arc<LaneShared>)> = self
+            .lanes
             .iter()
-            .map(|l| {
-                let s = &l.shared.stats;
-                ReceiverSnapshot {
-                    name: l.name.clone(),
-                    sent: s.sent.load(Ordering::Relaxed),
-                    failed: s.failed.load(Ordering::Relaxed),
-                    dropped: s.dropped.load(Ordering::Relaxed),
-                    retries: s.retries.load(Ordering::Relaxed),
-                    queued: l.shared.q.lock().map(|q| q.order.len() as u64).unwrap_or(0),
-                    degraded: l.shared.failing.load(Ordering::Relaxed),
-                }
-            })
-            .collect()
+            .map(|l| (l.name.clone(), l.shared.clone()))
+            .collect();
+        move || snapshots_of(&lanes)
     }
 
     /// Per-receiver counters: (name, sent, failed, dropped).
@@ -669,6 +974,26 @@ impl Dispatcher {
         }
         unfinished
     }
+}
+
+/// The counters of these lanes, as the dispatcher reports them.
+fn snapshots_of(lanes: &[(String, Arc<LaneShared>)]) -> Vec<ReceiverSnapshot> {
+    lanes
+        .iter()
+        .map(|(name, shared)| {
+            let s = &shared.stats;
+            ReceiverSnapshot {
+                name: name.clone(),
+                sent: s.sent.load(Ordering::Relaxed),
+                failed: s.failed.load(Ordering::Relaxed),
+                dropped: s.dropped.load(Ordering::Relaxed),
+                retries: s.retries.load(Ordering::Relaxed),
+                duplicates: s.duplicates.load(Ordering::Relaxed),
+                queued: shared.q.lock().map(|q| q.order.len() as u64).unwrap_or(0),
+                degraded: shared.failing.load(Ordering::Relaxed),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -937,9 +1262,9 @@ mod tests {
             lane.task.abort();
         }
         drop(d);
-        let path = spool_path(dir.path(), "probe");
+        let path = spool_path(dir.path(), "probe", "probe");
         // fp1's resolve queues behind its undelivered page.
-        assert_eq!(load_spool(&path).len(), 4, "on disk before any delivery");
+        assert_eq!(load_spool(&path).0.len(), 4, "on disk before any delivery");
         // Restart with the receiver up: each spooled alert is delivered once.
         let up = Probe::new(true);
         let d = Dispatcher::with_spool(
@@ -958,9 +1283,107 @@ mod tests {
                 ("fp1".into(), AlertState::Resolved)
             ]
         );
+        let (left, receipts) = load_spool(&path);
+        assert!(left.is_empty(), "delivered notifications leave the spool");
+        assert_eq!(
+            receipts.len(),
+            3,
+            "each alert's last delivery leaves a receipt"
+        );
+        // A restart that reads its input again makes the same
+        // notifications: recognised, not sent a second time.
+        let again = Probe::new(true);
+        let d = Dispatcher::with_spool(
+            vec![(again.clone(), LaneConfig::default())],
+            false,
+            Some(dir.path()),
+        );
+        for i in 0..3 {
+            let mut n = note(i);
+            // Made again, at another evaluation instant.
+            n.count += 10;
+            d.dispatch(n).await;
+        }
+        let mut resolved = note(1);
+        resolved.state = AlertState::Resolved;
+        d.dispatch(resolved).await;
+        let mut later = note(3);
+        later.starts_at = "later".into();
+        d.dispatch(later).await;
+        let counters = d.snapshot_reader();
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        assert_eq!(
+            again.states(),
+            vec![("fp3".into(), AlertState::Firing)],
+            "only the new one"
+        );
+        assert_eq!(counters()[0].duplicates, 4, "each one counted");
+    }
+
+    #[tokio::test]
+    async fn receivers_of_one_name_keep_spools_of_their_own_and_the_first_format_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        struct Hook(String);
+        impl Receiver for Hook {
+            fn name(&self) -> &str {
+                "webhook hooks.example"
+            }
+            fn identity(&self) -> String {
+                self.0.clone()
+            }
+            fn send<'a>(&'a self, _: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
+                Box::pin(async {
+                    Err(NotifyError::Exhausted {
+                        receiver: "hook".into(),
+                        attempts: 1,
+                        reason: "down".into(),
+                    })
+                })
+            }
+        }
+        // A spool of the first format under the shared name.
+        let legacy = legacy_spool_path(dir.path(), "webhook hooks.example");
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        std::fs::write(&legacy, serde_json::to_vec(&vec![note(9)]).unwrap()).unwrap();
+        let slow = LaneConfig {
+            max_backoff: Duration::from_secs(60),
+            ..LaneConfig::default()
+        };
+        let a: Arc<dyn Receiver> = Arc::new(Hook("https://hooks.example/a".into()));
+        let b: Arc<dyn Receiver> = Arc::new(Hook("https://hooks.example/b".into()));
+        let mut d = Dispatcher::with_spool(vec![(a, slow), (b, slow)], false, Some(dir.path()));
+        d.set_router(route::Router::default().with_always(vec![0]));
+        d.dispatch(note(1)).await;
+        let names: Vec<String> = d.snapshots().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["webhook hooks.example", "webhook hooks.example #2"]);
+        for lane in &d.lanes {
+            lane.task.abort();
+        }
+        let pa = spool_path(
+            dir.path(),
+            "webhook hooks.example",
+            "https://hooks.example/a",
+        );
+        let pb = spool_path(
+            dir.path(),
+            "webhook hooks.example #2",
+            "https://hooks.example/b",
+        );
+        assert_ne!(pa, pb);
+        let fps = |p: &std::path::Path| -> Vec<String> {
+            load_spool(p).0.into_iter().map(|n| n.fingerprint).collect()
+        };
+        assert_eq!(
+            fps(&pa),
+            ["fp9", "fp1"],
+            "the first receiver took the old spool over"
+        );
+        assert!(fps(&pb).is_empty(), "the other one shares nothing");
+        assert!(!legacy.exists());
+        let text = std::fs::read_to_string(&pa).unwrap();
         assert!(
-            load_spool(&path).is_empty(),
-            "delivered notifications leave the spool"
+            !text.contains("hooks.example/a"),
+            "no URL in the spool: {text}"
         );
     }
 

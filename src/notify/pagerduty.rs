@@ -100,6 +100,9 @@ impl PagerDuty {
 }
 
 impl Receiver for PagerDuty {
+    fn identity(&self) -> String {
+        format!("{}\n{}", self.url, self.routing_key)
+    }
     fn name(&self) -> &str {
         &self.name
     }

@@ -118,6 +118,9 @@ impl Slack {
 }
 
 impl Receiver for Slack {
+    fn identity(&self) -> String {
+        self.url.clone()
+    }
     fn name(&self) -> &str {
         &self.name
     }

@@ -75,6 +75,9 @@ impl Webhook {
 }
 
 impl Receiver for Webhook {
+    fn identity(&self) -> String {
+        self.cfg.url.clone()
+    }
     fn name(&self) -> &str {
         &self.name
     }

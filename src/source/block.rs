@@ -176,6 +176,7 @@ fn to_text(bytes: Vec<u8>, stats: &mut ReadStats) -> String {
                     Ok(l) => out.push_str(l),
                     Err(_) => {
                         stats.invalid_utf8 += 1;
+                        crate::stats::count_invalid_utf8();
                         out.push_str(&String::from_utf8_lossy(line));
                     }
                 }

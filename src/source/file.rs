@@ -296,7 +296,11 @@ fn read_slice(t: &mut Tracked, stats: &mut FileStats) -> (Vec<String>, bool) {
         push_bounded(t, &buf[idx..nl], stats);
         let line = std::mem::take(&mut t.pending);
         let line = line.strip_suffix(b"\r").unwrap_or(&line);
-        lines.push(String::from_utf8_lossy(line).into_owned());
+        let text = String::from_utf8_lossy(line);
+        if matches!(text, std::borrow::Cow::Owned(_)) {
+            crate::stats::count_invalid_utf8();
+        }
+        lines.push(text.into_owned());
         // The offset covers the whole line, including any part dropped.
         t.offset = base + nl as u64 + 1;
         t.skipping = false;

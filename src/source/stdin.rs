@@ -78,6 +78,7 @@ impl<R: BufRead> LineReader<R> {
         }
         if std::str::from_utf8(&self.buf).is_err() {
             self.stats.invalid_utf8 += 1;
+            crate::stats::count_invalid_utf8();
             self.repaired = String::from_utf8_lossy(&self.buf).into_owned();
             return Ok(Some(&self.repaired));
         }

@@ -286,8 +286,105 @@ pub struct Batch {
     pub cursor: i64,
 }
 
-/// Longest wait between retries of a failing Loki.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Longest wait between retries of a failing Loki (so a Loki that is back
+/// is read again, and readiness back, within this long).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Whether each query reaches Loki, for `/readyz`: a consumer that cannot
+/// read Loki should say so (a probe then shows it), while detection itself
+/// never waits on Loki.
+#[derive(Debug, Default)]
+pub struct Health {
+    queries: std::sync::Mutex<std::collections::BTreeMap<String, QueryHealth>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct QueryHealth {
+    /// Last success (wall ns).
+    ok_at: Option<i64>,
+    /// Start of the current run of failures (wall ns).
+    failing_since: Option<i64>,
+    error: Option<String>,
+    /// Polling: a success is expected every interval, so a long silence
+    /// (a request hanging on a stopped Loki) counts as a failure too.
+    stale_after: Option<i64>,
+}
+
+/// How long a query may fail before `/readyz` says so: one blip is not an
+/// outage.
+pub const UNREADY_AFTER: Duration = Duration::from_secs(10);
+
+impl Health {
+    /// A query starts (not yet answered). `poll_interval`: polling (its
+    /// successes are expected that often), None for a tail.
+    pub fn register(&self, query: &str, poll_interval: Option<Duration>) {
+        if let Ok(mut q) = self.queries.lock() {
+            q.entry(query.to_string()).or_default().stale_after = poll_interval.map(|i| {
+                i64::try_from((i * 3).max(Duration::from_secs(20)).as_nanos()).unwrap_or(i64::MAX)
+            });
+        }
+    }
+
+    /// The query was answered.
+    pub fn ok(&self, query: &str) {
+        if let Ok(mut q) = self.queries.lock() {
+            let h = q.entry(query.to_string()).or_default();
+            h.ok_at = Some(crate::clock::wall_ns());
+            h.failing_since = None;
+            h.error = None;
+        }
+    }
+
+    /// The query failed.
+    pub fn failed(&self, query: &str, error: &str) {
+        if let Ok(mut q) = self.queries.lock() {
+            let h = q.entry(query.to_string()).or_default();
+            h.failing_since.get_or_insert_with(crate::clock::wall_ns);
+            h.error = Some(error.to_string());
+        }
+    }
+
+    /// (ready, what is wrong or right): ready when every query has been
+    /// answered and none has failed, or been silent, for
+    /// [`UNREADY_AFTER`] (polling: 20 s or three intervals).
+    pub fn readiness(&self, now: i64) -> (bool, String) {
+        let Ok(q) = self.queries.lock() else {
+            return (false, "loki: state unavailable".into());
+        };
+        let grace = i64::try_from(UNREADY_AFTER.as_nanos()).unwrap_or(i64::MAX);
+        let mut problems = Vec::new();
+        for (query, h) in q.iter() {
+            let failing = h.failing_since.is_some_and(|s| now - s >= grace);
+            let silent = match (h.ok_at, h.stale_after) {
+                (Some(ok), Some(stale)) => now - ok >= stale,
+                _ => false,
+            };
+            if h.ok_at.is_none() {
+                problems.push(format!(
+                    "{query}: not answered yet{}",
+                    h.error
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ));
+            } else if failing || silent {
+                let secs = (now - h.ok_at.unwrap_or(now)) / 1_000_000_000;
+                problems.push(format!(
+                    "{query}: no answer for {secs} s{}",
+                    h.error
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        if problems.is_empty() {
+            (true, format!("loki: {} query(ies) answering", q.len()))
+        } else {
+            (false, format!("loki: {}", problems.join("; ")))
+        }
+    }
+}
 
 /// Runs one query's poller until the receiver goes away: polls every
 /// `interval`, retries transient errors with capped exponential backoff and
@@ -298,12 +395,19 @@ pub async fn run_poller(
     mut poller: poll::Poller,
     interval: Duration,
     tx: tokio::sync::mpsc::Sender<Batch>,
+    health: std::sync::Arc<Health>,
 ) {
     let mut failures: u32 = 0;
     let mut last_config_error: Option<String> = None;
+    health.register(poller.query(), Some(interval));
     loop {
         let now = crate::clock::wall_ns();
-        let wait = match poller.poll(now).await {
+        let result = poller.poll(now).await;
+        match &result {
+            Ok(_) => health.ok(poller.query()),
+            Err(e) => health.failed(poller.query(), &e.to_string()),
+        }
+        let wait = match result {
             Ok(entries) => {
                 if failures > 0 {
                     tracing::info!(

@@ -45,6 +45,10 @@ pub struct Poller {
     limit: u32,
     seen: LruCache<u64, ()>,
     last_rescan: i64,
+    /// Where this poller started: a re-scan never reaches before it, since
+    /// what lies before was processed by a previous run whose dedup keys
+    /// are gone (it would be processed twice).
+    floor: i64,
     stats: PollStats,
 }
 
@@ -76,6 +80,7 @@ impl Poller {
             limit,
             seen: LruCache::new(cap),
             last_rescan: cursor,
+            floor: cursor,
             stats: PollStats::default(),
         })
     }
@@ -150,7 +155,7 @@ impl Poller {
         }
         let rescan = now.saturating_sub(self.last_rescan) >= ns(self.cfg.rescan_every);
         let mut start = if rescan {
-            self.cursor - ns(self.cfg.overlap)
+            (self.cursor - ns(self.cfg.overlap)).max(self.floor)
         } else {
             self.cursor
         };

@@ -74,6 +74,7 @@ struct Tail {
     last_ts: i64,
     seen: LruCache<u64, ()>,
     tx: tokio::sync::mpsc::Sender<Batch>,
+    health: std::sync::Arc<super::Health>,
 }
 
 impl Tail {
@@ -167,8 +168,10 @@ impl Tail {
         if !self.backfill(from, crate::clock::wall_ns()).await? {
             return Ok(false);
         }
+        self.health.ok(&self.query);
         while let Some(msg) = ws.next().await {
             let msg = msg.map_err(|e| LokiError::Transient(e.to_string()))?;
+            self.health.ok(&self.query);
             match msg {
                 Message::Text(t) => {
                     let frame = parse_frame(&t)?;
@@ -212,7 +215,9 @@ pub async fn run_tail(
     query: String,
     start: i64,
     tx: tokio::sync::mpsc::Sender<Batch>,
+    health: std::sync::Arc<super::Health>,
 ) {
+    health.register(&query, None);
     let cap = NonZeroUsize::new(DEDUP_KEYS).unwrap_or(NonZeroUsize::MIN);
     let mut t = Tail {
         cfg,
@@ -220,10 +225,15 @@ pub async fn run_tail(
         last_ts: start,
         seen: LruCache::new(cap),
         tx,
+        health,
     };
     let mut failures = 0u32;
     loop {
-        match t.connect_and_read().await {
+        let result = t.connect_and_read().await;
+        if let Err(e) = &result {
+            t.health.failed(&t.query, &e.to_string());
+        }
+        match result {
             Ok(true) => failures = 0,
             Ok(false) => return,
             Err(LokiError::Config { status, body }) => {
