@@ -18,6 +18,10 @@ use std::collections::HashMap;
 
 /// Largest literal set compiled as a DFA (beyond it, a contiguous NFA).
 pub const DFA_MAX_PATTERNS: usize = 5_000;
+/// Most literal bytes compiled as a DFA: its size grows with the bytes
+/// times the byte classes, so past this a contiguous NFA (linear in the
+/// bytes to build and to hold) takes over.
+pub const DFA_MAX_BYTES: usize = 64 << 10;
 
 /// Most patterns the SIMD (Teddy) searcher takes; larger literal sets are
 /// searched through a covering set of anchors of at most this size.
@@ -372,10 +376,16 @@ impl Matcher {
                         // searcher takes) at one table lookup per byte; for
                         // huge sets its memory would explode, so let the
                         // crate pick a compact NFA there.
-                        .kind(
-                            (patterns.len() <= DFA_MAX_PATTERNS)
-                                .then_some(aho_corasick::AhoCorasickKind::DFA),
-                        )
+                        .kind(Some(
+                            if patterns.len() <= DFA_MAX_PATTERNS
+                                && patterns.iter().map(String::len).sum::<usize>()
+                                    <= DFA_MAX_BYTES
+                            {
+                                aho_corasick::AhoCorasickKind::DFA
+                            } else {
+                                aho_corasick::AhoCorasickKind::ContiguousNFA
+                            },
+                        ))
                         .build(&patterns)?,
                 ),
                 Some(
@@ -425,6 +435,12 @@ impl Matcher {
     /// Number of distinct literals in the automaton.
     pub fn literal_count(&self) -> usize {
         self.literal_count
+    }
+
+    /// Heap bytes of the automata.
+    pub fn memory_usage(&self) -> usize {
+        self.prefilter.as_ref().map_or(0, |a| a.memory_usage())
+            + self.exact.as_ref().map_or(0, |a| a.memory_usage())
     }
 
     /// Scans a line; afterwards `scratch.candidates` lists the conditions
@@ -701,6 +717,33 @@ fn seen(v: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn automaton_memory_is_linear_in_the_literal_bytes() {
+        // Long, distinct literals: the worst case for a DFA (every byte a
+        // state). Past DFA_MAX_BYTES the automata are NFAs, linear in size.
+        let per_byte = |n: usize| {
+            let mut y = String::from("rules:\n");
+            let mut x: u64 = 7;
+            for i in 0..n {
+                let lit: String = (0..1000)
+                    .map(|_| {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        char::from(b'a' + (x >> 60) as u8 % 10)
+                    })
+                    .collect();
+                y.push_str(&format!("  - id: r{i}\n    title: t\n    severity: info\n    match: {{contains: '{lit}'}}\n    detect: {{count: {{window: 1m}}}}\n"));
+            }
+            let m = Matcher::new(&set(&y)).unwrap();
+            m.memory_usage() as f64 / (n * 1000) as f64
+        };
+        let (small, large) = (per_byte(200), per_byte(800));
+        assert!(large < 200.0, "{large} bytes of automaton per literal byte");
+        assert!(
+            large < small * 1.5,
+            "memory per literal byte grows with the set: {small} then {large}"
+        );
+    }
+
     #[test]
     fn anchors_cover_every_pattern_and_avoid_what_the_sample_is_full_of() {
         let words = ["quota", "shard", "lease", "vault", "queue", "tenant"];

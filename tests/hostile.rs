@@ -152,6 +152,30 @@ fn huge_and_nasty_rule_files_are_handled() {
         "no catastrophic backtracking: {:?}",
         start.elapsed()
     );
+    // A literal of 10 MB (or a periodic one of 30 KB) is a clear load
+    // error at its place, not gigabytes and minutes of compiling.
+    for (name, lit) in [
+        ("long.yaml", "a".repeat(10 << 20)),
+        ("periodic.yaml", "abcabcabx".repeat(3_400)),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            format!("rules:\n  - id: long\n    title: t\n    severity: info\n    match: {{contains: '{lit}'}}\n    detect: {{count: {{window: 1m}}}}\n"),
+        )
+        .unwrap();
+        let out = Command::new(BIN)
+            .args(["check", "--rules"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{name}:5:5:")) && err.contains("more than the 1024 a literal may have"),
+            "{err}"
+        );
+    }
     // A regex too large to compile is a located error, not a crash.
     let huge = dir.path().join("huge.yaml");
     std::fs::write(&huge, "rules:\n  - id: h\n    title: h\n    severity: info\n    match:\n      regex: '(\\w{1000}){1000}'\n    detect: {count: {window: 1m}}\n").unwrap();

@@ -98,8 +98,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
     // mid-write left temporary files, removed before anything else.
     let lock = match &a.state_dir {
         Some(dir) => {
-            let lock =
-                crate::durable::DirLock::take(dir).map_err(|e| AppError::Setup(e.to_string()))?;
+            let lock = take_state_dir(dir).await?;
             let stale = crate::durable::remove_stale_temps(dir)
                 + crate::durable::remove_stale_temps(&dir.join("spool"));
             if stale > 0 {
@@ -221,6 +220,31 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         }
     }
     drive(p, engine, d, (rx, reloads), state, telemetry).await
+}
+
+/// How long a start waits for the state directory while another sigwatch
+/// (the pod being replaced, in a rolling update with surge) still holds it.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Takes the state directory, waiting (bounded) while another process
+/// still holds it.
+async fn take_state_dir(dir: &std::path::Path) -> Result<crate::durable::DirLock, AppError> {
+    use crate::durable::{DirLock, LockError};
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    let mut said = false;
+    loop {
+        match DirLock::take(dir) {
+            Ok(lock) => return Ok(lock),
+            Err(LockError::Held { .. }) if tokio::time::Instant::now() < deadline => {
+                if !said {
+                    tracing::warn!(dir = %dir.display(), wait = LOCK_WAIT.as_secs(), "The state directory is held by another sigwatch; waiting for it to stop.");
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(AppError::Setup(e.to_string())),
+        }
+    }
 }
 
 /// Why the rules are reloaded.

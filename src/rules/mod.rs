@@ -407,6 +407,7 @@ fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<R
 pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
     let mut set = RuleSet::default();
     let mut errors = Vec::new();
+    let mut literal_total = 0usize;
     let mut seen_ids: HashSet<String> = HashSet::new();
     let mut parsed = Vec::new();
     for (name, text) in files {
@@ -442,6 +443,7 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
         .map(|(n, t, f)| (n.to_string(), t.to_string(), f.novelty.clone()))
         .collect();
     for (name, text, f) in parsed {
+        let index = Lines::new(text);
         let mut occurrences: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
         for spec in f.rules {
@@ -451,10 +453,10 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
                 *n += 1;
                 *n - 1
             };
-            let (line, col) = locate(text, &id, nth, None);
+            let (line, col) = index.locate(&id, nth, None);
             let at = |key: Option<&str>, message: String| {
                 let (line, column) = key
-                    .map(|k| locate(text, &id, nth, Some(k)))
+                    .map(|k| index.locate(&id, nth, Some(k)))
                     .unwrap_or((line, col));
                 RuleError::At {
                     file: name.clone(),
@@ -467,6 +469,7 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
                 errors.push(at(None, format!("duplicate rule id {:?}", spec.id)));
                 continue;
             }
+            let conds_before = set.conditions.len();
             match compile_rule(
                 spec,
                 &mut set,
@@ -475,7 +478,23 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
                     line,
                 },
             ) {
-                Ok(rule) => set.rules.push(rule),
+                Ok(rule) => {
+                    literal_total += set.conditions[conds_before..]
+                        .iter()
+                        .map(literal_bytes)
+                        .sum::<usize>();
+                    if literal_total > MAX_SET_LITERAL_BYTES {
+                        errors.push(at(
+                            Some("match"),
+                            format!(
+                                "the rules' literals pass {} MiB in all here: the automaton they make would not stay small; split the pack",
+                                MAX_SET_LITERAL_BYTES >> 20
+                            ),
+                        ));
+                        literal_total = 0;
+                    }
+                    set.rules.push(rule)
+                }
                 Err((key, msg)) => errors.push(at(key, msg)),
             }
         }
@@ -763,36 +782,53 @@ fn strip_location(msg: &str) -> String {
 
 /// Finds the line and column of the `nth` rule with this `id` (or of `key:`
 /// inside that rule).
-fn locate(text: &str, id: &str, nth: usize, key: Option<&str>) -> (usize, usize) {
-    let lines: Vec<&str> = text.lines().collect();
-    let is_id_line = |l: &str| {
-        let t = l.trim_start().trim_start_matches("- ").trim_start();
-        t.strip_prefix("id:")
-            .is_some_and(|rest| rest.trim().trim_matches(|c| c == '"' || c == '\'') == id)
-    };
-    let Some(start) = lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| is_id_line(l))
-        .map(|(i, _)| i)
-        .nth(nth)
-    else {
-        return (1, 1);
-    };
-    let col_of = |l: &str, pat: &str| l.find(pat).map(|c| c + 1).unwrap_or(1);
-    if let Some(key) = key {
-        let pat = format!("{key}:");
-        for (i, l) in lines.iter().enumerate().skip(start) {
-            if i > start && l.trim_start().starts_with("- id:") {
-                break;
-            }
-            let t = l.trim_start().trim_start_matches("- ");
-            if t.starts_with(&pat) {
-                return (i + 1, col_of(l, &pat));
+/// A rule file's lines and where each rule id is defined, built once per
+/// file so that locating every rule is linear in the file, not quadratic.
+struct Lines<'a> {
+    lines: Vec<&'a str>,
+    ids: std::collections::HashMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Lines<'a> {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut ids: std::collections::HashMap<&str, Vec<usize>> =
+            std::collections::HashMap::new();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start().trim_start_matches("- ").trim_start();
+            if let Some(rest) = t.strip_prefix("id:") {
+                let id = rest.trim().trim_matches(|c| c == '"' || c == '\'');
+                ids.entry(id).or_default().push(i);
             }
         }
+        Lines { lines, ids }
     }
-    (start + 1, col_of(lines[start], "id:"))
+
+    /// (line, column) of the `nth` rule with this id, or of its `key`.
+    fn locate(&self, id: &str, nth: usize, key: Option<&str>) -> (usize, usize) {
+        let Some(&start) = self.ids.get(id).and_then(|v| v.get(nth)) else {
+            return (1, 1);
+        };
+        let col_of = |l: &str, pat: &str| l.find(pat).map(|c| c + 1).unwrap_or(1);
+        if let Some(key) = key {
+            let pat = format!("{key}:");
+            for (i, l) in self.lines.iter().enumerate().skip(start) {
+                if i > start && l.trim_start().starts_with("- id:") {
+                    break;
+                }
+                let t = l.trim_start().trim_start_matches("- ");
+                if t.starts_with(&pat) {
+                    return (i + 1, col_of(l, &pat));
+                }
+            }
+        }
+        (start + 1, col_of(self.lines[start], "id:"))
+    }
+}
+
+/// Where a rule (or one of its keys) is in a file (for a single lookup).
+fn locate(text: &str, id: &str, nth: usize, key: Option<&str>) -> (usize, usize) {
+    Lines::new(text).locate(id, nth, key)
 }
 
 type Located = (Option<&'static str>, String);
@@ -977,10 +1013,54 @@ pub fn compile_regex(src: &str) -> Result<Regex, String> {
         })
 }
 
+/// Longest literal (`contains`, `contains_all`, `not_contains`, a field
+/// value): a signature is a few distinctive words, and every literal joins
+/// one automaton whose size follows the literals' bytes. A longer one is a
+/// load error, not minutes of compiling and gigabytes of memory.
+pub const MAX_LITERAL_BYTES: usize = 1024;
+
+/// Most literal bytes in one rule set (with [`MAX_LITERAL_BYTES`], the
+/// automaton and its compile time stay linear and bounded).
+pub const MAX_SET_LITERAL_BYTES: usize = 4 << 20;
+
+/// The literal bytes a condition brings to the automaton.
+fn literal_bytes(c: &Condition) -> usize {
+    let lits: usize = c.any.iter().chain(&c.all).chain(&c.none).map(String::len).sum();
+    let values: usize = c
+        .fields
+        .iter()
+        .map(|(_, v)| match v {
+            ValueCond::Equals(s) => s.len(),
+            ValueCond::OneOf(l) => l.iter().map(String::len).sum(),
+            _ => 0,
+        })
+        .sum();
+    lits + values
+}
+
+fn check_literal(what: &str, s: &str) -> Result<(), String> {
+    if s.len() > MAX_LITERAL_BYTES {
+        let start: String = s.chars().take(40).collect();
+        return Err(format!(
+            "{what} has a literal of {} bytes ({start:?}…), more than the {MAX_LITERAL_BYTES} a literal may have: keep the distinctive words of the signature",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
 fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
     Ok(match c {
-        FieldCond::Equals(s) => ValueCond::Equals(s.clone()),
-        FieldCond::OneOf(v) => ValueCond::OneOf(v.clone()),
+        FieldCond::Equals(s) => {
+            check_literal("field", s)?;
+            ValueCond::Equals(s.clone())
+        }
+        FieldCond::OneOf(v) => {
+            for s in v {
+                check_literal("field", s)?;
+            }
+            ValueCond::OneOf(v.clone())
+        }
         FieldCond::Exists(b) => ValueCond::Exists(*b),
         FieldCond::Regex(r) => ValueCond::Regex(compile_regex(r)?),
     })
@@ -993,6 +1073,9 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
             return Err(format!(
                 "{what} has an empty literal, which would match every line"
             ));
+        }
+        for s in &v {
+            check_literal(what, s)?;
         }
         Ok(v)
     };
