@@ -378,8 +378,7 @@ impl Matcher {
                         // crate pick a compact NFA there.
                         .kind(Some(
                             if patterns.len() <= DFA_MAX_PATTERNS
-                                && patterns.iter().map(String::len).sum::<usize>()
-                                    <= DFA_MAX_BYTES
+                                && patterns.iter().map(String::len).sum::<usize>() <= DFA_MAX_BYTES
                             {
                                 aho_corasick::AhoCorasickKind::DFA
                             } else {
@@ -727,7 +726,9 @@ mod tests {
             for i in 0..n {
                 let lit: String = (0..1000)
                     .map(|_| {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         char::from(b'a' + (x >> 60) as u8 % 10)
                     })
                     .collect();

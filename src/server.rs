@@ -406,8 +406,12 @@ pub struct Limits {
     /// `/healthz` and `/readyz` (from the reserve) or are closed.
     pub max_connections: usize,
     /// Connections beyond `max_connections` still answered, for the
-    /// probes only (one request each).
+    /// probes only (one request each, which must arrive within
+    /// `reserve_timeout`: a client that connects and waits is let go at
+    /// once, so idle clients cannot hold the reserve).
     pub health_reserve: usize,
+    /// How long a reserve connection may take to send its request.
+    pub reserve_timeout: std::time::Duration,
     /// How long a client may take to send a request's headers, and how long
     /// a kept-alive connection may wait idle for its next request.
     pub header_timeout: std::time::Duration,
@@ -420,7 +424,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: default_max_connections(),
-            health_reserve: 16,
+            health_reserve: 32,
+            reserve_timeout: std::time::Duration::from_millis(300),
             header_timeout: std::time::Duration::from_secs(5),
             max_age: std::time::Duration::from_secs(120),
         }
@@ -542,7 +547,11 @@ pub async fn serve_with(
     let app = router(t.clone());
     let reserve_app = probes(t.clone());
     let full = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let reserve = Arc::new(Semaphore::new(limits.health_reserve));
+    // The reserve's connections, oldest first: when it is full the oldest
+    // goes, so a crowd of idle clients can never hold it against a probe
+    // (which sends its request as soon as it connects).
+    let mut reserve: std::collections::VecDeque<tokio::task::AbortHandle> =
+        std::collections::VecDeque::new();
     let rejected = t
         .counters
         .get_or_create(&l(&[("kind", "http_connections_rejected")]))
@@ -558,36 +567,55 @@ pub async fn serve_with(
                 continue;
             }
         };
-        let (svc, permit, keep_alive) = match full.clone().try_acquire_owned() {
-            Ok(p) => (app.clone(), p, true),
+        match full.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    connection(stream, app, true, limits.header_timeout, limits.max_age).await;
+                    drop(permit);
+                });
+            }
             Err(_) => {
                 rejected.inc();
-                match reserve.clone().try_acquire_owned() {
-                    Ok(p) => (reserve_app.clone(), p, false),
-                    Err(_) => {
-                        drop(stream);
-                        continue;
+                reserve.retain(|h| !h.is_finished());
+                if reserve.len() >= limits.health_reserve.max(1) {
+                    if let Some(oldest) = reserve.pop_front() {
+                        oldest.abort();
                     }
                 }
+                let app = reserve_app.clone();
+                let timeout = limits.reserve_timeout;
+                let task = tokio::spawn(async move {
+                    connection(stream, app, false, timeout, timeout * 4).await;
+                });
+                reserve.push_back(task.abort_handle());
             }
-        };
-        tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let mut b = hyper::server::conn::http1::Builder::new();
-            b.timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(keep_alive);
-            let conn = b.serve_connection(io, hyper_util::service::TowerToHyperService::new(svc));
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = tokio::time::sleep(limits.max_age) => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(limits.header_timeout, conn).await;
-                }
-            }
-            drop(permit);
-        });
+        }
+    }
+}
+
+/// Serves one connection: headers within `header_timeout` (also the
+/// longest idle wait between kept-alive requests), closed after `max_age`.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    app: axum::Router,
+    keep_alive: bool,
+    header_timeout: std::time::Duration,
+    max_age: std::time::Duration,
+) {
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(keep_alive);
+    let conn = b.serve_connection(io, hyper_util::service::TowerToHyperService::new(app));
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = tokio::time::sleep(max_age) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(header_timeout, conn).await;
+        }
     }
 }
 

@@ -172,7 +172,8 @@ fn huge_and_nasty_rule_files_are_handled() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(
-            err.contains(&format!("{name}:5:5:")) && err.contains("more than the 1024 a literal may have"),
+            err.contains(&format!("{name}:5:5:"))
+                && err.contains("more than the 1024 a literal may have"),
             "{err}"
         );
     }

@@ -136,8 +136,7 @@ async fn liveness_answers_while_loki_is_down_and_readiness_says_why() {
     let (code, body) = get(&format!("{base}/readyz")).await.unwrap();
     assert_eq!(code, 503, "{body}");
     assert!(
-        body.contains("\"connected\":false")
-            && body.contains("not answered yet"),
+        body.contains("\"connected\":false") && body.contains("not answered yet"),
         "{body}"
     );
 }
@@ -243,4 +242,177 @@ fn json_logs_are_one_object_per_line() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
         assert!(v.get("level").is_some() && v.get("fields").is_some(), "{l}");
     }
+}
+
+/// A Loki that answers `query_range` with no entries while `up`, and with
+/// 503 otherwise.
+async fn switchable_loki(up: std::sync::Arc<std::sync::atomic::AtomicBool>) -> String {
+    use std::sync::atomic::Ordering;
+    let app = axum::Router::new().route(
+        "/loki/api/v1/query_range",
+        axum::routing::get(move || {
+            let up = up.clone();
+            async move {
+                if up.load(Ordering::SeqCst) {
+                    (
+                        axum::http::StatusCode::OK,
+                        r#"{"status":"success","data":{"resultType":"streams","result":[]}}"#,
+                    )
+                } else {
+                    (
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        "Some services are not Running",
+                    )
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_loki_down_and_back_while_liveness_holds() {
+    use std::sync::atomic::Ordering;
+    let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let loki = switchable_loki(up.clone()).await;
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["run", "--log-level", "error", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--loki", &loki, "--query", "{namespace=\"livekit\"}"])
+        .args(["--loki-interval", "200ms", "--loki-lag", "0s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _child = Killed(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let (_, body) = wait_for(&format!("{base}/readyz"), |c, _| c == 200).await;
+    assert!(body.contains("answering"), "{body}");
+    // Loki stops answering: unready within 30 s (after 10 s of failures),
+    // never dead.
+    up.store(false, Ordering::SeqCst);
+    let down = std::time::Instant::now();
+    let mut unready = None;
+    while down.elapsed() < Duration::from_secs(35) {
+        let (h, _) = get(&format!("{base}/healthz")).await.unwrap();
+        assert_eq!(h, 200, "liveness never depends on Loki");
+        let (c, b) = get(&format!("{base}/readyz")).await.unwrap();
+        if c == 503 {
+            unready = Some((down.elapsed(), b));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (after, body) = unready.expect("/readyz turned 503 while Loki was down");
+    assert!(
+        after >= Duration::from_secs(9) && after <= Duration::from_secs(30),
+        "{after:?}"
+    );
+    assert!(
+        body.contains("no answer for") && body.contains("503"),
+        "the reason is shown: {body}"
+    );
+    // Loki answers again: ready again (the poller's backoff is at most 30 s).
+    up.store(true, Ordering::SeqCst);
+    let back = std::time::Instant::now();
+    loop {
+        let (c, _) = get(&format!("{base}/readyz")).await.unwrap();
+        if c == 200 {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(45),
+            "/readyz back to 200 once Loki answers"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Opens a connection and sends half a request, then leaves it.
+async fn half_request(port: u16) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .await
+        .unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_half_sent_clients_cannot_starve_liveness() {
+    use sigwatch::server::{serve_with, Limits, Telemetry};
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let t = std::sync::Arc::new(Telemetry::new());
+    t.set_rules_loaded();
+    t.set_source(true, "stdin");
+    let limits = Limits {
+        max_connections: 4,
+        health_reserve: 2,
+        reserve_timeout: Duration::from_millis(300),
+        header_timeout: Duration::from_millis(800),
+        max_age: Duration::from_secs(60),
+    };
+    tokio::spawn(serve_with(listener, t.clone(), limits));
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for(&format!("{base}/healthz"), |c, _| c == 200).await;
+    // Fill every slot with clients that never finish their headers.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        slow.push(half_request(port).await);
+    }
+    // Let the server take them (each holds a slot as soon as accepted).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, body) = get(&format!("{base}/healthz")).await.expect("answered");
+    assert_eq!(code, 200, "liveness from the reserve: {body}");
+    let (code, body) = get(&format!("{base}/metrics")).await.expect("answered");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("connection limit"), "{body}");
+    // The header timeout closes every half-sent request.
+    for mut s in slow {
+        let mut buf = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+        assert!(r.is_ok(), "the server closed the slow client");
+    }
+    // Slots free again: everything is served, and the rejections counted.
+    let (code, m) = wait_for(&format!("{base}/metrics"), |c, _| c == 200).await;
+    assert_eq!(code, 200);
+    assert!(
+        m.lines().any(|l| l
+            .starts_with("sigwatch_events_total{kind=\"http_connections_rejected\"}")
+            && !l.ends_with(" 0")),
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_answers_healthz_past_its_connection_cap() {
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["run", "--log-level", "error", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let _child = Killed(child);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for(&format!("{base}/healthz"), |c, _| c == 200).await;
+    // More idle clients than the default cap (at most 256).
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(half_request(port).await);
+    }
+    let (code, body) = get(&format!("{base}/healthz")).await.expect("answered");
+    assert_eq!(code, 200, "{body}");
+    drop(idle);
+    drop(stdin);
 }

@@ -792,8 +792,7 @@ struct Lines<'a> {
 impl<'a> Lines<'a> {
     fn new(text: &'a str) -> Lines<'a> {
         let lines: Vec<&str> = text.lines().collect();
-        let mut ids: std::collections::HashMap<&str, Vec<usize>> =
-            std::collections::HashMap::new();
+        let mut ids: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
         for (i, l) in lines.iter().enumerate() {
             let t = l.trim_start().trim_start_matches("- ").trim_start();
             if let Some(rest) = t.strip_prefix("id:") {
@@ -1025,7 +1024,13 @@ pub const MAX_SET_LITERAL_BYTES: usize = 4 << 20;
 
 /// The literal bytes a condition brings to the automaton.
 fn literal_bytes(c: &Condition) -> usize {
-    let lits: usize = c.any.iter().chain(&c.all).chain(&c.none).map(String::len).sum();
+    let lits: usize = c
+        .any
+        .iter()
+        .chain(&c.all)
+        .chain(&c.none)
+        .map(String::len)
+        .sum();
     let values: usize = c
         .fields
         .iter()

@@ -1,0 +1,184 @@
+//! A rolling upgrade in the middle of an incident changes nothing on-call
+//! receives: the Redis outage streamed into `sigwatch run --state-dir`,
+//! stopped four times (SIGTERM, as Kubernetes does; then kill -9, as an OOM
+//! kill does) and started again on the next part of the stream, gives the
+//! notifications one uninterrupted replay gives — the six stuck drains
+//! included, at the same instants, none twice.
+
+mod common;
+
+use common::{free_port, Killed, BIN};
+use std::io::{BufRead, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/fixtures/livekit-redis-outage.log"
+);
+
+/// (state, rule, group, starts_at) of each notification, in order.
+fn digest(ndjson: &str) -> Vec<String> {
+    ndjson
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            format!(
+                "{} {} {} {}",
+                v["state"].as_str().unwrap(),
+                v["rule"].as_str().unwrap(),
+                v["group"].as_str().unwrap(),
+                v["starts_at"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// A plain HTTP GET on 127.0.0.1 (body only; None while nothing answers).
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    r.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// The `lines` counter of /metrics.
+fn lines_seen(port: u16) -> u64 {
+    get(port, "/metrics")
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("sigwatch_events_total{kind=\"lines\"}"))
+                .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Waits (bounded: 60 s) for `cond`, failing with `what`.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// When the checkpoint in `dir` was saved (RFC 3339), if there is one.
+fn checkpoint_saved_at(dir: &std::path::Path) -> Option<String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("checkpoint.json")).ok()?).ok()?;
+    v["saved_at"].as_str().map(str::to_string)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    Term,
+    Kill,
+}
+
+/// Streams the fixture into `parts` successive processes sharing one state
+/// directory; each is stopped by `stop` once it has processed its part
+/// (and, for kill -9, once a checkpoint newer than that is on disk: a
+/// crash forgets what came after the last checkpoint of a pipe). Returns
+/// everything they printed.
+fn streamed_with_restarts(parts: usize, stop: Stop) -> String {
+    let text = std::fs::read_to_string(FIXTURE).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut printed = String::new();
+    for k in 0..parts {
+        let chunk = &lines[k * lines.len() / parts..(k + 1) * lines.len() / parts];
+        let port = free_port();
+        let mut child = Command::new(BIN)
+            .args(["run", "--log-level", "warn", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--checkpoint-interval", "200ms", "--state-dir"])
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            for l in std::io::BufReader::new(stdout).lines() {
+                out.push_str(&l.unwrap());
+                out.push('\n');
+            }
+            out
+        });
+        let mut stdin = child.stdin.take().unwrap();
+        let mut child = Killed(child);
+        for l in chunk {
+            writeln!(stdin, "{l}").unwrap();
+        }
+        stdin.flush().unwrap();
+        if k + 1 == parts {
+            drop(stdin);
+        } else {
+            wait_for("the part processed", || {
+                lines_seen(port) >= chunk.len() as u64
+            });
+            match stop {
+                Stop::Term => {
+                    let pid = child.0.id().to_string();
+                    let ok = Command::new("kill")
+                        .args(["-TERM", &pid])
+                        .status()
+                        .unwrap()
+                        .success();
+                    assert!(ok);
+                }
+                Stop::Kill => {
+                    let processed = checkpoint_saved_at(dir.path());
+                    wait_for("a checkpoint after the part", || {
+                        checkpoint_saved_at(dir.path()) > processed
+                    });
+                    child.0.kill().unwrap();
+                }
+            }
+        }
+        let status = child.0.wait().unwrap();
+        if stop == Stop::Term || k + 1 == parts {
+            assert!(status.success(), "part {k}: {status}");
+        }
+        printed.push_str(&reader.join().unwrap());
+    }
+    printed
+}
+
+fn replayed() -> Vec<String> {
+    let out = Command::new(BIN)
+        .args(["replay", "--no-summary", "--log-level", "warn", FIXTURE])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    digest(&String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn four_sigterm_restarts_during_the_redis_outage_change_nothing() {
+    let want = replayed();
+    assert_eq!(
+        want.iter()
+            .filter(|n| n.contains("livekit.drain_stuck"))
+            .count(),
+        6,
+        "the fixture's six stuck drains: {want:#?}"
+    );
+    let got = digest(&streamed_with_restarts(5, Stop::Term));
+    assert_eq!(got, want);
+}
+
+#[test]
+fn four_kill_9_restarts_during_the_redis_outage_change_nothing() {
+    let want = replayed();
+    let got = digest(&streamed_with_restarts(5, Stop::Kill));
+    assert_eq!(got, want);
+}
