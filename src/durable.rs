@@ -42,6 +42,9 @@ fn err(path: &Path) -> impl FnOnce(std::io::Error) -> DurableError + '_ {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 static WRITE_ERRORS: AtomicU64 = AtomicU64::new(0);
+/// Rewriters failing now: the first to fail logs the error, the last to
+/// recover says so; the others (a full disk fails them all) stay quiet.
+static FAILING: AtomicU64 = AtomicU64::new(0);
 
 /// Failed writes of state files (checkpoint, spools, templates) since the
 /// process started.
@@ -231,8 +234,8 @@ impl Rewriter {
         }
         match write_atomic(&self.path, bytes) {
             Ok(()) => {
-                if self.failures > 0 {
-                    tracing::info!(file = %self.path.display(), failures = self.failures, "Writing the {} works again.", self.what);
+                if self.failures > 0 && FAILING.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    tracing::info!(file = %self.path.display(), failed_writes = write_errors(), "State files are written again.");
                 }
                 self.failures = 0;
                 self.retry_at = None;
@@ -246,10 +249,22 @@ impl Rewriter {
                     .min(MAX_BACKOFF);
                 self.retry_at = Some(Instant::now() + wait);
                 if self.failures == 1 {
-                    tracing::error!(error = %e.source, file = %e.path, "Cannot write the {}; retrying with backoff (up to {} s; every failure counted in state_write_errors).", self.what, MAX_BACKOFF.as_secs());
+                    if FAILING.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::error!(error = %e.source, file = %e.path, "Cannot write the {}; state files are retried with backoff (up to {} s), every failure counted in state_write_errors.", self.what, MAX_BACKOFF.as_secs());
+                    } else {
+                        tracing::debug!(error = %e.source, file = %e.path, "Cannot write the {} either.", self.what);
+                    }
                 }
                 Outcome::Failed
             }
+        }
+    }
+}
+
+impl Drop for Rewriter {
+    fn drop(&mut self) {
+        if self.failures > 0 {
+            FAILING.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -182,3 +182,63 @@ fn four_kill_9_restarts_during_the_redis_outage_change_nothing() {
     let got = digest(&streamed_with_restarts(5, Stop::Kill));
     assert_eq!(got, want);
 }
+
+/// Every file under `dir`, recursively.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_disk_that_refuses_writes_gives_one_error_a_counter_and_no_temporaries() {
+    // The file-size limit makes every state file bigger than 1 KiB fail
+    // to write (EFBIG, as ENOSPC would on a full disk; the signal it sends
+    // ignored, as a full disk sends none), while stdout, a pipe, works.
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::fs::File::open(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/egress-black-hole.log"
+    ))
+    .unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f 2; exec {BIN} run --listen none --stats --checkpoint-interval 100ms --state-dir {}",
+            dir.path().display()
+        ))
+        .stdin(fixture)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        digest(&String::from_utf8_lossy(&out.stdout)).len(),
+        2,
+        "delivery goes on: {stderr}"
+    );
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "one error, not one per write: {errors:#?}");
+    assert!(
+        errors[0].contains("File too large") && errors[0].contains("state_write_errors"),
+        "{}",
+        errors[0]
+    );
+    let stats: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert!(
+        stats["state_write_errors"].as_u64().unwrap() >= 2,
+        "every failure counted: {stats}"
+    );
+    let left: Vec<_> = files(dir.path())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}

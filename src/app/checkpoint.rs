@@ -198,6 +198,11 @@ struct Slots {
     written: BTreeMap<PathBuf, u64>,
     /// A write is under way (taken from `pending`, not yet done).
     busy: bool,
+    /// Flushing: every pending file is tried once now, backoff or not,
+    /// and given up if that fails (the stop does not wait on a full disk).
+    force: bool,
+    /// Files whose last forced write failed.
+    failed: std::collections::BTreeSet<PathBuf>,
     stop: bool,
 }
 
@@ -239,9 +244,12 @@ impl Writer {
         let Ok(mut s) = lock.lock() else {
             return false;
         };
+        s.force = true;
+        cv.notify_all();
         while !s.pending.is_empty() || s.busy {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                s.force = false;
                 return false;
             }
             match cv.wait_timeout(s, left.min(Duration::from_millis(100))) {
@@ -249,7 +257,9 @@ impl Writer {
                 Err(_) => return false,
             }
         }
-        true
+        s.force = false;
+        // Whether everything submitted made it to disk.
+        s.failed.is_empty()
     }
 }
 
@@ -277,7 +287,9 @@ fn write_loop(shared: &(Mutex<Slots>, Condvar)) {
         let mut wake = None::<Instant>;
         for p in s.pending.keys() {
             match writers.get(p).and_then(Rewriter::retry_at) {
-                Some(t) if t > now => wake = Some(wake.map_or(t, |w: Instant| w.min(t))),
+                Some(t) if t > now && !s.force => {
+                    wake = Some(wake.map_or(t, |w: Instant| w.min(t)))
+                }
                 _ => {
                     due = Some(p.clone());
                     break;
@@ -301,10 +313,14 @@ fn write_loop(shared: &(Mutex<Slots>, Condvar)) {
             continue;
         };
         s.busy = true;
+        let force = s.force;
         drop(s);
         let w = writers
             .entry(p.clone())
             .or_insert_with(|| Rewriter::new(p.clone(), what(&p)));
+        if force {
+            w.retry_now();
+        }
         let outcome = w.write(&bytes);
         s = match lock.lock() {
             Ok(g) => g,
@@ -313,15 +329,16 @@ fn write_loop(shared: &(Mutex<Slots>, Condvar)) {
         s.busy = false;
         match outcome {
             Outcome::Written => {
+                s.failed.remove(&p);
                 s.written.insert(p, generation);
+            }
+            Outcome::Failed | Outcome::Deferred if force || s.stop => {
+                // Flushing or stopping: one attempt is all it gets.
+                s.failed.insert(p);
             }
             Outcome::Failed | Outcome::Deferred => {
                 // Keep it for the retry unless something newer came.
                 s.pending.entry(p).or_insert((generation, bytes));
-                if s.stop {
-                    // Stopping: one failed attempt is all a shutdown gets.
-                    s.pending.clear();
-                }
             }
         }
         cv.notify_all();

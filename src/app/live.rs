@@ -48,7 +48,10 @@ pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery
         }
     }
     if p.stats {
-        eprintln!("{}", stats_json(&s, &receivers));
+        // Not eprintln!: a stderr that cannot be written (a full disk)
+        // must not turn the end of a run into a panic.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{}", stats_json(&s, &receivers));
     }
 }
 
@@ -460,7 +463,7 @@ async fn drive(
             Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64).max(Duration::from_secs(1));
         if !k.flush(budget) {
             tracing::warn!(
-                "The final checkpoint could not be written in time; a restart resumes from the previous one."
+                "The final checkpoint was not written (see above); a restart resumes from the previous one."
             );
         }
     }
