@@ -6,7 +6,11 @@
 #   bash benches/rss.sh [LINES]          # default 1000000
 #
 # Prints peak RSS (GNU time %M) per max_groups, for rules of the three map
-# kinds (count: groups; persist: groups; spread: population + groups).
+# kinds (count: groups; persist: groups; spread: population + groups); then
+# `cat FILE | sigwatch run` on default settings (the built-in pack, novelty
+# on, /metrics served) over RUN_LINES (default 2000000) lines from as many
+# distinct nodes, none matching a rule, in two shapes: zap JSON naming its
+# nodeID, and every line behind a kubectl prefix of its own pod.
 # A measurement, not a test: CI does not run it (tests/cardinality.rs holds
 # the bound in CI). Needs python3 and GNU time.
 set -euo pipefail
@@ -63,4 +67,30 @@ YAML
   rss=$(/usr/bin/time -f %M "$BIN" replay --log-level error --rules "$R" "$FLOOD" 2>&1 >/dev/null | tail -1)
   end=$(date +%s.%N)
   printf "%-12s %-14s %s\n" "$MG" "$((rss / 1024))" "$(python3 -c "print(round($end - $start, 1))")"
+done
+
+RUN_LINES=${RUN_LINES:-2000000}
+printf '\n%-34s %-14s %s\n' "run, built-in pack, $RUN_LINES nodes" peak_rss_MiB seconds
+for SHAPE in json prefix; do
+  F=$DIR/nodes-$SHAPE-$RUN_LINES.log
+  if [ ! -s "$F" ]; then
+    python3 - "$RUN_LINES" "$SHAPE" > "$F" <<'PY'
+import sys
+n, shape = int(sys.argv[1]), sys.argv[2]
+t0 = 1764000000.0
+w = sys.stdout.write
+for i in range(n):
+    if shape == "json":
+        w('{"level":"info","ts":%.6f,"logger":"livekit","msg":"room participant count","nodeID":"ND_%08x","room":"RM_%d","count":%d}\n'
+          % (t0 + i * 0.001, i * 2654435761 % 2**32, i % 977, i % 13))
+    else:
+        w('[pod/livekit-%07d/livekit] {"level":"info","ts":%.6f,"msg":"room participant count","nodeID":"ND_%08x"}\n'
+          % (i, t0 + i * 0.001, i))
+PY
+  fi
+  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  start=$(date +%s.%N)
+  rss=$( { /usr/bin/time -f %M "$BIN" run --log-level error --listen "127.0.0.1:$PORT" < "$F" > /dev/null; } 2>&1 | tail -1)
+  end=$(date +%s.%N)
+  printf "%-34s %-14s %s\n" "$SHAPE" "$((rss / 1024))" "$(python3 -c "print(round($end - $start, 1))")"
 done

@@ -72,6 +72,10 @@ struct Tail {
     cfg: LokiConfig,
     query: String,
     last_ts: i64,
+    /// Where this tail started (a checkpoint's cursor): what lies before
+    /// was processed by a previous run, whose dedup keys are gone, so
+    /// neither the backfill nor the tail reaches before it.
+    floor: i64,
     seen: LruCache<u64, ()>,
     tx: tokio::sync::mpsc::Sender<Batch>,
     health: std::sync::Arc<super::Health>,
@@ -82,6 +86,9 @@ impl Tail {
     async fn emit(&mut self, entries: Vec<Entry>) -> bool {
         let mut fresh = Vec::new();
         for e in entries {
+            if e.ts < self.floor {
+                continue;
+            }
             if self.seen.put(e.key(), ()).is_none() {
                 self.last_ts = self.last_ts.max(e.ts);
                 fresh.push(e);
@@ -90,10 +97,12 @@ impl Tail {
         if fresh.is_empty() {
             return true;
         }
+        // Everything up to the newest entry is processed: a restart from
+        // this cursor starts just after it.
         let batch = Batch {
             query: self.query.clone(),
             entries: fresh,
-            cursor: self.last_ts,
+            cursor: self.last_ts.saturating_add(1),
         };
         self.tx.send(batch).await.is_ok()
     }
@@ -164,7 +173,8 @@ impl Tail {
         // reaching back by `lag` for lines that arrived after their time.
         let from = self
             .last_ts
-            .saturating_sub(i64::try_from(self.cfg.lag.as_nanos()).unwrap_or(0));
+            .saturating_sub(i64::try_from(self.cfg.lag.as_nanos()).unwrap_or(0))
+            .max(self.floor);
         if !self.backfill(from, crate::clock::wall_ns()).await? {
             return Ok(false);
         }
@@ -223,6 +233,7 @@ pub async fn run_tail(
         cfg,
         query,
         last_ts: start,
+        floor: start,
         seen: LruCache::new(cap),
         tx,
         health,
