@@ -595,37 +595,49 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         "named from the node_id label: {n}"
     );
     // Once the page is recorded as delivered (its receipt in the stdout
-    // lane's spool), kill -9: wherever the checkpoint stands, the restart
-    // must not deliver it again — if the checkpoint holds the alert it is
-    // not made again, and if it does not, the lines read again make it
-    // again and the receipt stops it.
+    // lane's spool) and a checkpoint holds its alert, kill -9: the restart
+    // resumes from that checkpoint and must not deliver it again. Then a
+    // crash before any checkpoint: the lines read again make the alert
+    // again, and the receipt stops it. (A kill between the write to stdout
+    // and the receipt, a few system calls apart, would print it again: the
+    // one window at-least-once delivery leaves.)
+    let fp = n["fingerprint"].as_str().unwrap().to_string();
     let dir_path = dir.path().to_path_buf();
-    let receipts = move || -> usize {
+    let fp2 = fp.clone();
+    // Whether the stdout lane's spool holds the page's receipt.
+    let receipt = move || -> bool {
         let Ok(entries) = std::fs::read_dir(dir_path.join("spool")) else {
-            return 0;
+            return false;
         };
         entries
             .flatten()
             .filter_map(|e| std::fs::read(e.path()).ok())
             .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .map(|v| v["delivered"].as_array().map_or(0, Vec::len))
-            .sum()
+            .any(|v| {
+                v["delivered"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|r| r[0] == fp2.as_str()))
+            })
     };
     let q = "{namespace=\"media\"}";
-    // (saved_at, cursor, alerts on the status board) of the checkpoint.
-    let ckpt = |d: &std::path::Path| -> Option<(String, i64, usize)> {
+    // (saved_at, cursor, whether the status board holds the page).
+    let ckpt = |d: &std::path::Path| -> Option<(String, i64, bool)> {
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(d.join("checkpoint.json")).ok()?).ok()?;
         Some((
             v["saved_at"].as_str()?.to_string(),
             v["loki"][q].as_i64()?,
-            v["board"].as_array()?.len(),
+            v["board"]
+                .as_array()?
+                .iter()
+                .any(|b| b["fingerprint"] == fp.as_str()),
         ))
     };
     let d = dir.path().to_path_buf();
-    wait_for("the receipt, and a checkpoint holding the alert", || {
-        receipts() >= 1 && ckpt(&d).is_some_and(|c| c.2 >= 1)
-    })
+    wait_for(
+        "the page's receipt, and a checkpoint holding the alert",
+        || receipt() && ckpt(&d).is_some_and(|c| c.2),
+    )
     .await;
     child.start_kill().unwrap();
     let _ = child.wait().await;
@@ -664,19 +676,21 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
     let again = read_all(&mut child).await;
     assert!(
         again.is_empty(),
-        "nothing notified after the restart: {again:?}"
+        "nothing notified after the restart: {again:?}\nstate: {}",
+        state_files(dir.path())
     );
     std::fs::remove_file(dir.path().join("checkpoint.json")).unwrap();
     let mut child = spawn();
     wait_for("a new checkpoint past the last entry", || {
-        ckpt(&d).is_some_and(|(_, c, n)| c > last_entry && n >= 1)
+        ckpt(&d).is_some_and(|(_, c, held)| c > last_entry && held)
     })
     .await;
     kill_term(&child);
     let again = read_all(&mut child).await;
     assert!(
         again.is_empty(),
-        "nothing was notified a second time: {again:?}"
+        "nothing was notified a second time: {again:?}\nstate: {}",
+        state_files(dir.path())
     );
     assert!(
         store
@@ -687,6 +701,28 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
             .any(|s| *s < now - 240_000_000_000),
         "that run read everything again"
     );
+}
+
+/// The state directory's small files, for a failure's message.
+fn state_files(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for sub in ["", "spool"] {
+        for e in std::fs::read_dir(dir.join(sub))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_file() && !p.ends_with("checkpoint.json") && !p.ends_with("templates.json") {
+                out.push_str(&format!(
+                    "\n{}: {}",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Every line the child prints until it exits (bounded: 20 s).

@@ -560,8 +560,11 @@ impl StateKeeper {
             Err(e) => tracing::error!(error = %e, "Cannot serialise the checkpoint."),
         }
         if templates {
+            // Not before the first line is mined: a state saved before its
+            // learning period started would read, at the next start, as a
+            // baseline whose learning is over.
             let mined = engine.stats().novelty.map(|n| n.mined);
-            if mined.is_some() && mined != self.mined {
+            if mined.is_some_and(|m| m > 0) && mined != self.mined {
                 if let Some(st) = engine.templates_state() {
                     if let Ok(bytes) = serde_json::to_vec(&st) {
                         self.writer
