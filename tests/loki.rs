@@ -550,14 +550,18 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
     }
     let url = start_loki(store.clone()).await;
     let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let runs = std::sync::atomic::AtomicUsize::new(0);
     let spawn = || {
+        let n = runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = std::fs::File::create(logs.path().join(format!("run-{n}.log"))).unwrap();
         tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
             .args([
                 "run",
                 "--listen",
                 "none",
                 "--log-level",
-                "warn",
+                "info",
                 "--loki",
                 &url,
                 "--query",
@@ -572,6 +576,7 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
             ])
             .arg(dir.path())
             .stdout(Stdio::piped())
+            .stderr(log)
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -609,8 +614,14 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         let Ok(entries) = std::fs::read_dir(dir_path.join("spool")) else {
             return false;
         };
+        // The spool files themselves, not a write in progress (a hidden
+        // temporary that a kill would leave unrenamed).
         entries
             .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.ends_with(".json") && !name.starts_with('.')
+            })
             .filter_map(|e| std::fs::read(e.path()).ok())
             .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .any(|v| {
@@ -676,8 +687,9 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
     let again = read_all(&mut child).await;
     assert!(
         again.is_empty(),
-        "nothing notified after the restart: {again:?}\nstate: {}",
-        state_files(dir.path())
+        "nothing notified after the restart: {again:?}\nstate: {}\nlogs: {}",
+        state_files(dir.path()),
+        state_files(logs.path())
     );
     std::fs::remove_file(dir.path().join("checkpoint.json")).unwrap();
     let mut child = spawn();
@@ -689,8 +701,9 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
     let again = read_all(&mut child).await;
     assert!(
         again.is_empty(),
-        "nothing was notified a second time: {again:?}\nstate: {}",
-        state_files(dir.path())
+        "nothing was notified a second time: {again:?}\nstate: {}\nlogs: {}",
+        state_files(dir.path()),
+        state_files(logs.path())
     );
     assert!(
         store

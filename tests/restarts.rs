@@ -69,6 +69,26 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Whether every receiver's spool in `dir` is empty (all delivered, the
+/// receipts written with it). Temporary files of a write in progress are
+/// not the spool.
+fn spools_empty(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir.join("spool"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.ends_with(".json") && !n.starts_with('.')
+        })
+        .all(|e| {
+            std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|v| v["queue"].as_array().is_some_and(Vec::is_empty))
+        })
+}
+
 /// When the checkpoint in `dir` was saved (RFC 3339), if there is one.
 fn checkpoint_saved_at(dir: &std::path::Path) -> Option<String> {
     let v: serde_json::Value =
@@ -137,8 +157,8 @@ fn streamed_with_restarts(parts: usize, stop: Stop) -> String {
                 }
                 Stop::Kill => {
                     let processed = checkpoint_saved_at(dir.path());
-                    wait_for("a checkpoint after the part", || {
-                        checkpoint_saved_at(dir.path()) > processed
+                    wait_for("a checkpoint after the part, every page delivered", || {
+                        checkpoint_saved_at(dir.path()) > processed && spools_empty(dir.path())
                     });
                     child.0.kill().unwrap();
                 }
