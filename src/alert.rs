@@ -737,7 +737,6 @@ impl RuleCard {
 /// The resolve of a firing alert whose rule was removed while sigwatch was
 /// down (the same identity as its firing, so receivers close it).
 pub fn render_orphan(card: &RuleCard, o: &Orphan, at: i64) -> Notification {
-    let e = &o.evidence;
     let mut annotations = BTreeMap::new();
     annotations.insert(
         "summary".to_string(),
@@ -746,34 +745,20 @@ pub fn render_orphan(card: &RuleCard, o: &Orphan, at: i64) -> Notification {
             card.title, o.key
         ),
     );
-    Notification {
-        state: AlertState::Resolved,
-        rule: card.id.clone(),
-        title: card.title.clone(),
-        severity: card.severity.clone(),
-        group: o.key.clone(),
-        labels: identity_labels(&card.id, &card.severity, &o.key, &card.labels),
+    assemble(
+        Identity {
+            rule: &card.id,
+            title: &card.title,
+            severity: &card.severity,
+            key: &o.key,
+            labels: &card.labels,
+        },
         annotations,
-        starts_at: format_rfc3339(o.starts_at),
-        ends_at: Some(format_rfc3339(at.max(o.starts_at))),
-        count: e.count,
-        first_seen: e.first_seen.map(format_rfc3339),
-        last_seen: e.last_seen.map(format_rfc3339),
-        top_groups: e
-            .top_groups
-            .iter()
-            .map(|(g, c)| TopGroup {
-                group: g.clone(),
-                count: *c,
-            })
-            .collect(),
-        share: e.share,
-        samples: e.samples.clone(),
-        template: e.template.clone(),
-        fingerprint: fingerprint(&card.id, &o.key),
-        repeat: false,
-        incident: None,
-    }
+        AlertState::Resolved,
+        (o.starts_at, Some(at.max(o.starts_at))),
+        &o.evidence,
+        false,
+    )
 }
 
 /// Builds a notification with rendered annotations.
@@ -786,7 +771,6 @@ pub fn render(
     e: &Evidence,
     repeat: bool,
 ) -> Notification {
-    let labels = identity_labels(&rule.id, rule.severity.as_str(), key, &rule.labels);
     let first_sample_fields = e
         .samples
         .first()
@@ -829,13 +813,48 @@ pub fn render(
         .iter()
         .map(|(k, t)| (k.clone(), t.render(var)))
         .collect();
+    assemble(
+        Identity {
+            rule: &rule.id,
+            title: &rule.title,
+            severity: rule.severity.as_str(),
+            key,
+            labels: &rule.labels,
+        },
+        annotations,
+        state,
+        (starts_at, ends_at),
+        e,
+        repeat,
+    )
+}
+
+/// Who a notification is about: its rule and alert key.
+struct Identity<'a> {
+    rule: &'a str,
+    title: &'a str,
+    severity: &'a str,
+    key: &'a str,
+    labels: &'a BTreeMap<String, String>,
+}
+
+/// A notification of `id` in `state` over `(starts_at, ends_at)`, with
+/// its evidence.
+fn assemble(
+    id: Identity<'_>,
+    annotations: BTreeMap<String, String>,
+    state: AlertState,
+    (starts_at, ends_at): (i64, Option<i64>),
+    e: &Evidence,
+    repeat: bool,
+) -> Notification {
     Notification {
         state,
-        rule: rule.id.clone(),
-        title: rule.title.clone(),
-        severity: rule.severity.as_str().to_string(),
-        group: key.to_string(),
-        labels,
+        rule: id.rule.to_string(),
+        title: id.title.to_string(),
+        severity: id.severity.to_string(),
+        group: id.key.to_string(),
+        labels: identity_labels(id.rule, id.severity, id.key, id.labels),
         annotations,
         starts_at: format_rfc3339(starts_at),
         ends_at: ends_at.map(format_rfc3339),
@@ -853,7 +872,7 @@ pub fn render(
         share: e.share,
         samples: e.samples.clone(),
         template: e.template.clone(),
-        fingerprint: fingerprint(&rule.id, key),
+        fingerprint: fingerprint(id.rule, id.key),
         repeat,
         incident: None,
     }

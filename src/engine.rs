@@ -381,6 +381,15 @@ impl Wiring {
     }
 }
 
+/// Rule id → index in the set.
+fn rule_index(set: &RuleSet) -> std::collections::HashMap<&str, usize> {
+    set.rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id.as_str(), i))
+        .collect()
+}
+
 /// The novelty rule of a set and its settings, if novelty is on.
 fn novelty_rule(rules: &RuleSet) -> Option<(usize, &rules::Novelty)> {
     rules
@@ -473,13 +482,7 @@ impl Engine {
     ) -> Result<ReloadSummary, MatcherError> {
         let w = Wiring::new(&new)?;
         let mut summary = ReloadSummary::default();
-        let old_ids: std::collections::HashMap<&str, usize> = self
-            .rules
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.id.as_str(), i))
-            .collect();
+        let old_ids = rule_index(&self.rules);
         let mut old_dets: Vec<Option<Box<dyn Detector>>> = std::mem::take(&mut self.detectors)
             .into_iter()
             .map(Some)
@@ -731,13 +734,7 @@ impl Engine {
         out: &mut Vec<Notification>,
     ) -> RestoreSummary {
         let mut summary = RestoreSummary::default();
-        let index: std::collections::HashMap<&str, usize> = self
-            .rules
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.id.as_str(), i))
-            .collect();
+        let index = rule_index(&self.rules);
         let mut fates: std::collections::HashMap<String, alert::Restore> =
             std::collections::HashMap::new();
         let mut cards: std::collections::HashMap<String, alert::RuleCard> =
@@ -1330,6 +1327,76 @@ rules:
 
     fn states(out: &[Notification]) -> Vec<(String, AlertState)> {
         out.iter().map(|n| (n.rule.clone(), n.state)).collect()
+    }
+
+    /// A checkpoint through its file form, restored into a fresh engine.
+    fn restarted(
+        e: &Engine,
+        rules: RuleSet,
+        out: &mut Vec<Notification>,
+    ) -> (Engine, RestoreSummary) {
+        let bytes = serde_json::to_vec(&e.checkpoint()).unwrap();
+        let state: EngineState = serde_json::from_slice(&bytes).unwrap();
+        let mut fresh = Engine::new(rules, Options::default()).unwrap();
+        let s = fresh.restore_checkpoint(state, out);
+        (fresh, s)
+    }
+
+    #[test]
+    fn a_checkpoint_carries_windows_pending_alerts_and_sticky_values() {
+        let mut e =
+            Engine::new(set(3, "{{ group }} x{{ count }}", ""), Options::default()).unwrap();
+        let mut out = Vec::new();
+        // The node is named once, then forgotten by the lines.
+        e.push_line(
+            &Source::named("s"),
+            &format!(
+                r#"{{"ts":{}.0,"msg":"starting","nodeID":"ND_a"}}"#,
+                T0 / 1_000_000_000
+            ),
+            None,
+            &mut out,
+        );
+        let bare = |at: i64| format!(r#"{{"ts":{}.0,"msg":"boom"}}"#, T0 / 1_000_000_000 + at);
+        e.push_line(&Source::named("s"), &bare(1), None, &mut out);
+        e.push_line(&Source::named("s"), &bare(2), None, &mut out);
+        assert!(out.is_empty(), "two of three");
+        let (mut e, s) = restarted(&e, set(3, "{{ group }} x{{ count }}", ""), &mut out);
+        assert_eq!((s.kept, s.changed, s.removed), (1, 0, 0));
+        assert!(out.is_empty());
+        e.push_line(&Source::named("s"), &bare(3), None, &mut out);
+        assert_eq!(states(&out), vec![("t.errors".into(), AlertState::Firing)]);
+        assert_eq!(out[0].group, "ND_a", "the sticky nodeID came along");
+        assert_eq!(out[0].annotations["summary"], "ND_a x3", "the window too");
+        assert_eq!(
+            out[0].starts_at,
+            crate::decode::time::format_rfc3339(T0 + 3_000_000_000)
+        );
+        // Firing alerts go on firing after another restart: no second page.
+        out.clear();
+        let (mut e, _) = restarted(&e, set(3, "{{ group }} x{{ count }}", ""), &mut out);
+        e.push_line(&Source::named("s"), &bare(4), None, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn a_restart_resolves_the_alerts_of_removed_rules_and_adopts_changed_ones() {
+        let mut e = Engine::new(set(1, "a", OTHER), Options::default()).unwrap();
+        let mut out = Vec::new();
+        feed(&mut e, 0, "boom", &mut out);
+        feed(&mut e, 1, "crash", &mut out);
+        assert_eq!(out.len(), 2);
+        out.clear();
+        // t.other is gone, t.errors now needs two hits.
+        let (mut e, s) = restarted(&e, set(2, "a", ""), &mut out);
+        assert_eq!((s.kept, s.changed, s.removed, s.resolved), (0, 1, 1, 1));
+        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Resolved)]);
+        assert_eq!(out[0].group, "ND_a");
+        out.clear();
+        // The changed rule's alert was adopted: confirmed, it pages no more.
+        feed(&mut e, 2, "boom", &mut out);
+        feed(&mut e, 3, "boom", &mut out);
+        assert!(out.is_empty(), "{out:?}");
     }
 
     #[test]
