@@ -216,3 +216,48 @@ async fn a_hanging_receiver_times_out_and_is_retried_within_bounds() {
     );
     assert_eq!(*hits.lock().unwrap(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alertmanager_keeps_resending_what_the_previous_run_sent() {
+    use sigwatch::notify::alertmanager::{ActiveState, Alertmanager, AlertmanagerConfig};
+    let posted: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let p = posted.clone();
+    let app = axum::Router::new().route(
+        "/api/v2/alerts",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let p = p.clone();
+            async move {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                p.lock()
+                    .unwrap()
+                    .extend(v.as_array().unwrap().iter().cloned());
+                "ok"
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    let cfg = || AlertmanagerConfig::new(&[format!("http://{addr}")]);
+    let first = Alertmanager::new(cfg()).unwrap();
+    first.send(&note(AlertState::Firing)).await.unwrap();
+    // The checkpoint's form, read back by the next run.
+    let saved: ActiveState =
+        serde_json::from_slice(&serde_json::to_vec(&first.active_state()).unwrap()).unwrap();
+    let next = Alertmanager::new(cfg()).unwrap();
+    let now = sigwatch::clock::wall_ns();
+    assert_eq!(next.resend(now).await.unwrap(), 0, "nothing of its own yet");
+    next.restore_active(saved);
+    let later = now + 90_000_000_000;
+    assert_eq!(next.resend(later).await.unwrap(), 1);
+    let got = posted.lock().unwrap().clone();
+    assert_eq!(got.len(), 2, "the first send and the re-send: {got:?}");
+    let resent = &got[1];
+    assert_eq!(resent["labels"], got[0]["labels"], "the same alert");
+    let ends = sigwatch::decode::time::parse_rfc3339(resent["endsAt"].as_str().unwrap()).unwrap();
+    assert!(
+        ends > later + 60_000_000_000,
+        "kept alive beyond the restart: endsAt {}",
+        resent["endsAt"]
+    );
+}

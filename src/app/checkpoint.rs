@@ -64,6 +64,18 @@ pub struct Checkpoint {
     /// Followed files: "dev:ino" → (path, offset of the next line).
     #[serde(default)]
     pub files: BTreeMap<String, (String, u64)>,
+    /// Per Alertmanager receiver (a digest of its URLs): the alerts it keeps
+    /// re-sending.
+    #[serde(default)]
+    pub alertmanager: BTreeMap<String, crate::notify::alertmanager::ActiveState>,
+}
+
+/// The key of an Alertmanager receiver in [`Checkpoint::alertmanager`].
+pub fn receiver_key(identity: &str) -> String {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(identity.as_bytes());
+    format!("{:016x}", h.finish())
 }
 
 /// What a state directory held at start.

@@ -121,7 +121,12 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
     let mut out = Vec::new();
     let mut resume = sources::Resume::default();
     let mut saved_files = BTreeMap::new();
-    let mut restored: Option<(crate::incident::IncidentsState, Vec<Notification>)> = None;
+    #[allow(clippy::type_complexity)]
+    let mut restored: Option<(
+        crate::incident::IncidentsState,
+        Vec<Notification>,
+        BTreeMap<String, crate::notify::alertmanager::ActiveState>,
+    )> = None;
     let legacy = matches!(loaded, checkpoint::Loaded::Legacy { .. });
     match loaded {
         checkpoint::Loaded::Fresh => {}
@@ -141,7 +146,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
             resume.loki = c.loki;
             resume.files = crate::source::file::parse_offsets(&c.files);
             saved_files = c.files;
-            restored = Some((c.incidents, c.board));
+            restored = Some((c.incidents, c.board, c.alertmanager));
         }
         checkpoint::Loaded::Legacy { state, loki, files } => {
             let adopted = engine.restore(state);
@@ -169,9 +174,15 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
     );
     let (grouping, incident_cfg) = super::incident_settings(&p)?;
     let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
-    if let Some((incidents, board)) = restored {
+    if let Some((incidents, board, mut active)) = restored {
         d.incidents.restore(incidents);
         d.board.restore(board);
+        for am in &ams {
+            use crate::notify::Receiver;
+            if let Some(a) = active.remove(&checkpoint::receiver_key(&am.identity())) {
+                am.restore_active(a);
+            }
+        }
     }
     if let Some(dir) = &a.state_dir {
         d.ledger = Some(super::delivery::Ledger::open(dir));
@@ -185,7 +196,14 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
     let cursors = started.cursors;
     drop(tx);
     let state = match &a.state_dir {
-        Some(dir) => Some(StateKeeper::new(dir, &a, cursors, saved_files, lock)?),
+        Some(dir) => Some(StateKeeper::new(
+            dir,
+            &a,
+            cursors,
+            saved_files,
+            lock,
+            ams.clone(),
+        )?),
         None => None,
     };
     // Resolves of alerts whose rules are gone since the checkpoint.
@@ -497,6 +515,8 @@ pub struct StateKeeper {
     dirty: bool,
     urgent: bool,
     mined: Option<u64>,
+    /// Alertmanager receivers, whose re-sent alerts are saved too.
+    alertmanagers: Vec<Arc<crate::notify::alertmanager::Alertmanager>>,
     _lock: Option<crate::durable::DirLock>,
 }
 
@@ -507,6 +527,7 @@ impl StateKeeper {
         loki: BTreeMap<String, i64>,
         files: BTreeMap<String, (String, u64)>,
         lock: Option<crate::durable::DirLock>,
+        alertmanagers: Vec<Arc<crate::notify::alertmanager::Alertmanager>>,
     ) -> Result<StateKeeper, AppError> {
         Ok(StateKeeper {
             dir: dir.to_path_buf(),
@@ -520,6 +541,7 @@ impl StateKeeper {
             dirty: false,
             urgent: false,
             mined: None,
+            alertmanagers,
             _lock: lock,
         })
     }
@@ -550,6 +572,14 @@ impl StateKeeper {
             board: d.board.save(),
             loki: self.loki.clone(),
             files: self.files.clone(),
+            alertmanager: self
+                .alertmanagers
+                .iter()
+                .map(|am| {
+                    use crate::notify::Receiver;
+                    (checkpoint::receiver_key(&am.identity()), am.active_state())
+                })
+                .collect(),
         };
         match serde_json::to_vec(&c) {
             Ok(bytes) => {

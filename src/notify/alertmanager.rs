@@ -68,12 +68,20 @@ pub fn sanitize_label_name(name: &str) -> String {
     out
 }
 
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Tracked {
     body: serde_json::Value,
     firing: bool,
     /// Wall time of the resolve (for retention), ns.
     resolved_at: Option<i64>,
 }
+
+/// The alerts an Alertmanager receiver keeps re-sending, as a checkpoint
+/// keeps them: after a restart it goes on re-sending them, so Alertmanager
+/// does not let a firing alert expire (it would resolve it by itself four
+/// minutes later) just because nothing had to be sent again.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ActiveState(Vec<(String, Tracked)>);
 
 /// The receiver.
 pub struct Alertmanager {
@@ -203,6 +211,27 @@ impl Alertmanager {
             &policy,
         )
         .await
+    }
+
+    /// What it keeps re-sending, for a checkpoint.
+    pub fn active_state(&self) -> ActiveState {
+        let mut v: Vec<(String, Tracked)> = self
+            .active
+            .lock()
+            .map(|m| m.iter().map(|(k, t)| (k.clone(), t.clone())).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        ActiveState(v)
+    }
+
+    /// Takes over what a previous run kept re-sending (what this run sent
+    /// already stays).
+    pub fn restore_active(&self, state: ActiveState) {
+        if let Ok(mut m) = self.active.lock() {
+            for (k, t) in state.0 {
+                m.entry(k).or_insert(t);
+            }
+        }
     }
 
     /// Re-sends what Alertmanager must keep hearing about: firing alerts
