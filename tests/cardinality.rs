@@ -6,6 +6,10 @@
 use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 
+/// Resident memory is the process's: the tests that measure it run one at
+/// a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
@@ -14,6 +18,9 @@ fn rss_kib() -> u64 {
 
 #[test]
 fn a_million_node_keys_stay_within_max_groups() {
+    let _one_at_a_time = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let set = sigwatch::rules::load_builtin().unwrap();
     let max_groups = set.rules.iter().map(|r| r.max_groups).max().unwrap();
     let mut e = Engine::new(set, Options::default()).unwrap();
@@ -73,5 +80,64 @@ fn a_million_node_keys_stay_within_max_groups() {
     assert!(
         grown_mib < 64,
         "resident memory grew {grown_mib} MiB over 950k new keys"
+    );
+}
+
+#[test]
+fn a_pod_per_line_stays_bounded_in_partitions_and_exported_series() {
+    let _one_at_a_time = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Every line from a pod of its own: a new stream, a new workload (a
+    // partition of the spread rules that split by workload) and a new node
+    // in every population, none matching a rule.
+    let set = sigwatch::rules::load_builtin().unwrap();
+    let cluster_rules = set
+        .rules
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.detect,
+                sigwatch::rules::Detect::Spread(_) | sigwatch::rules::Detect::Share(_)
+            )
+        })
+        .count();
+    let mut e = Engine::new(set, Options::default()).unwrap();
+    let src = Source::named("stdin");
+    let mut out = Vec::new();
+    let mut line = String::new();
+    let mut feed = |e: &mut Engine, i: u64| {
+        use std::fmt::Write;
+        line.clear();
+        let _ = write!(
+            line,
+            "[pod/svc{i}-7f9c6d5b4-x2v9q/app] {{\"level\":\"info\",\"ts\":{}.{:03},\"msg\":\"room participant count\",\"nodeID\":\"ND_{i:08}\"}}",
+            1_764_000_000 + i / 1000,
+            i % 1000
+        );
+        e.push_line(&src, &line, None, &mut out);
+        out.clear();
+    };
+    for i in 0..20_000 {
+        feed(&mut e, i);
+    }
+    let before = rss_kib();
+    for i in 20_000..150_000 {
+        feed(&mut e, i);
+    }
+    let grown_mib = rss_kib().saturating_sub(before) / 1024;
+    eprintln!("resident memory grew {grown_mib} MiB over 130k new pods");
+    let series = e.exports().series().len();
+    assert!(
+        series <= cluster_rules * sigwatch::engine::MAX_EXPORTED_GROUPS,
+        "{series} exported series for {cluster_rules} cluster-wide rules"
+    );
+    assert!(
+        e.stats().evicted_groups > 0,
+        "partitions and groups past their bounds are counted"
+    );
+    assert!(
+        grown_mib < 64,
+        "resident memory grew {grown_mib} MiB over 130k new pods"
     );
 }
