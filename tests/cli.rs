@@ -429,7 +429,14 @@ async fn routes_in_the_config_pick_receivers() {
     let out = tokio::time::timeout(
         Duration::from_secs(60),
         tokio::process::Command::new(BIN)
-            .args(["replay", "--log-level", "warn", "--no-stdout", "--config"])
+            .args([
+                "replay",
+                "--log-level",
+                "warn",
+                "--no-stdout",
+                "--config-receivers",
+                "--config",
+            ])
             .arg(&cfg)
             .arg(fixture("grpc-slow-auth.log"))
             .arg(fixture("livekit-deadlock-cri.log"))
@@ -512,4 +519,79 @@ fn replay_ends_with_a_plain_summary_when_not_on_a_terminal() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&quiet.stderr).trim().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_pages_nobody_its_command_line_does_not_name() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let app = axum::Router::new().fallback(move || {
+        let c = c.clone();
+        async move {
+            c.fetch_add(1, Ordering::SeqCst);
+            axum::http::StatusCode::ACCEPTED
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    // A pager everywhere a live run would look: the environment and the
+    // configuration file.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("sigwatch.yaml");
+    std::fs::write(
+        &cfg,
+        format!("receivers:\n  - name: audit\n    webhook: {{url: 'http://{addr}/audit'}}\ndefault: [audit]\n"),
+    )
+    .unwrap();
+    let replay = |extra: &[&str]| {
+        let mut c = tokio::process::Command::new(BIN);
+        c.args(["replay", "--log-level", "info", "--no-summary", "--config"])
+            .arg(&cfg)
+            .args(["--pagerduty-url", &format!("http://{addr}/v2/enqueue")])
+            .args(extra)
+            .arg(fixture("egress-black-hole.log"))
+            .env("SIGWATCH_WEBHOOK_URL", format!("http://{addr}/hook"))
+            .env(
+                "SIGWATCH_PAGERDUTY_ROUTING_KEY",
+                "0123456789abcdef0123456789abcdef",
+            )
+            .env("SIGWATCH_SLACK_WEBHOOK_URL", format!("http://{addr}/slack"));
+        c
+    };
+    let out = tokio::time::timeout(Duration::from_secs(60), replay(&[]).output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        2,
+        "the notifications are on stdout"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "nobody was paged: {stderr}"
+    );
+    assert!(
+        stderr.contains("Replay notifies only the receivers on its command line")
+            && stderr.contains("receivers=stdout"),
+        "which receivers are active is said: {stderr}"
+    );
+    // Named on the command line, a receiver does get the replay.
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        replay(&["--webhook", &format!("http://{addr}/named")]).output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the named webhook got both"
+    );
 }

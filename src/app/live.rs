@@ -168,7 +168,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
         }
     }
     let (d, ams) = super::receivers::dispatcher(
-        super::receivers::receivers(&p)?,
+        super::receivers::receivers(&p, super::receivers::Scope::Run)?,
         false,
         a.state_dir.as_deref(),
     );

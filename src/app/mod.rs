@@ -80,13 +80,9 @@ pub struct PipelineOptions {
     #[command(flatten)]
     /// Which rules to load.
     pub rules: RulesOptions,
-    /// Also POST every notification as JSON to this URL (env: SIGWATCH_WEBHOOK_URL).
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "SIGWATCH_WEBHOOK_URL",
-        hide_env_values = true
-    )]
+    /// Also POST every notification as JSON to this URL (`run` also reads
+    /// SIGWATCH_WEBHOOK_URL; `replay` only this flag).
+    #[arg(long, value_name = "URL")]
     pub webhook: Option<String>,
     /// Also send alerts to this Alertmanager (v2 API), e.g. http://alertmanager:9093.
     /// Repeat for every instance of an Alertmanager cluster: each gets every alert.
@@ -99,10 +95,12 @@ pub struct PipelineOptions {
     /// File holding the webhook HMAC-SHA256 secret (X-Sigwatch-Signature).
     #[arg(long, value_name = "FILE")]
     pub webhook_secret_file: Option<PathBuf>,
-    /// Slack incoming-webhook URL from this file (or env SIGWATCH_SLACK_WEBHOOK_URL).
+    /// Slack incoming-webhook URL from this file (`run` also reads env
+    /// SIGWATCH_SLACK_WEBHOOK_URL).
     #[arg(long, value_name = "FILE")]
     pub slack_webhook_file: Option<PathBuf>,
-    /// PagerDuty Events v2 routing key from this file (or env SIGWATCH_PAGERDUTY_ROUTING_KEY).
+    /// PagerDuty Events v2 routing key from this file (`run` also reads env
+    /// SIGWATCH_PAGERDUTY_ROUTING_KEY).
     #[arg(long, value_name = "FILE")]
     pub pagerduty_key_file: Option<PathBuf>,
     /// PagerDuty events endpoint (default https://events.pagerduty.com/v2/enqueue).
@@ -114,6 +112,11 @@ pub struct PipelineOptions {
     /// Do not print notifications on stdout (useful with --webhook).
     #[arg(long)]
     pub no_stdout: bool,
+    /// replay: also send to the receivers of the configuration file, with
+    /// its routes, as `run` would (a replay otherwise pages only receivers
+    /// named by its own flags).
+    #[arg(long)]
+    pub config_receivers: bool,
     /// How late an event may arrive behind the newest one and still count in its window.
     #[arg(long, default_value = "5s", value_parser = parse_dur)]
     pub lateness: Dur,
@@ -170,6 +173,7 @@ impl Default for PipelineOptions {
             pagerduty_url: None,
             external_url: None,
             no_stdout: false,
+            config_receivers: false,
             lateness: Dur::secs(5),
             webhook_timeout: Dur::secs(5),
             shutdown_timeout: Dur::secs(10),
@@ -259,12 +263,16 @@ pub fn load_templates(engine: &mut Engine, path: &std::path::Path) -> Result<usi
     Ok(n)
 }
 
-/// A secret from a file (trimmed) or, failing that, the environment.
+/// A secret from a file (trimmed) or, failing that, the environment
+/// variable `env` (none when `env` is empty).
 pub fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>, AppError> {
     if let Some(f) = file {
         let s = std::fs::read_to_string(f)
             .map_err(AppError::io(format!("cannot read {}", f.display())))?;
         return Ok(Some(s.trim().to_string()));
+    }
+    if env.is_empty() {
+        return Ok(None);
     }
     Ok(std::env::var(env).ok().filter(|s| !s.is_empty()))
 }

@@ -90,10 +90,48 @@ fn from_spec(r: &ReceiverSpec, p: &PipelineOptions, timeout: Duration) -> Result
     )))
 }
 
+/// Which receivers a command may page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `run`: the configuration file's receivers, the command line's, and
+    /// those the environment names (SIGWATCH_WEBHOOK_URL, Slack, PagerDuty).
+    Run,
+    /// `replay`, a backtest: only receivers named on its own command line —
+    /// a replay of last month must not wake anyone because a pager's key
+    /// sits in the environment or in sigwatch.yaml (`--config-receivers`
+    /// asks for the configuration's receivers and routes too).
+    Replay,
+}
+
 /// The receivers of a pipeline: those of the configuration file (with
 /// their routes and fallbacks), then the command line's, which get every
-/// notification whatever the routes.
-pub fn receivers(p: &PipelineOptions) -> Result<Receivers, AppError> {
+/// notification whatever the routes (see [`Scope`] for what a replay
+/// takes). Logs which receivers are active.
+pub fn receivers(p: &PipelineOptions, scope: Scope) -> Result<Receivers, AppError> {
+    let r = build(p, scope)?;
+    let names: Vec<&str> = r.all.iter().map(|r| r.name()).collect();
+    match scope {
+        Scope::Run => {
+            tracing::info!(receivers = %names.join(", "), "Notifications go to these receivers.")
+        }
+        Scope::Replay => {
+            tracing::info!(receivers = %names.join(", "), "Replay notifies only the receivers on its command line.")
+        }
+    }
+    Ok(r)
+}
+
+fn build(p: &PipelineOptions, scope: Scope) -> Result<Receivers, AppError> {
+    let live = scope == Scope::Run;
+    // Secrets from a file named on the command line; from the environment
+    // only for `run`.
+    let secret = |env: &str, file: &Option<std::path::PathBuf>| {
+        if live {
+            super::read_secret(env, file)
+        } else {
+            super::read_secret("", file)
+        }
+    };
     let timeout = super::duration(p.webhook_timeout);
     let mut all: Vec<Arc<dyn Receiver>> = Vec::new();
     let mut alertmanagers = Vec::new();
@@ -101,7 +139,11 @@ pub fn receivers(p: &PipelineOptions) -> Result<Receivers, AppError> {
     let mut fallbacks = Vec::new();
     if let Some(path) = &p.config {
         let c = crate::config::load(path)?;
-        if !c.receivers.is_empty() {
+        let wanted = live || p.config_receivers;
+        if !wanted && !c.receivers.is_empty() {
+            tracing::info!(config = %path.display(), "The configuration's receivers are for run; replay sends only to receivers on its command line (--config-receivers to send to them too).");
+        }
+        if wanted && !c.receivers.is_empty() {
             let mut names = Vec::new();
             for r in &c.receivers {
                 let (recv, am) = from_spec(r, p, timeout)?;
@@ -139,8 +181,13 @@ pub fn receivers(p: &PipelineOptions) -> Result<Receivers, AppError> {
         all.push(r.clone());
         alertmanagers.push(r);
     }
-    if let Some(url) = &p.webhook {
-        let mut cfg = WebhookConfig::new(url);
+    let env_webhook = || {
+        std::env::var("SIGWATCH_WEBHOOK_URL")
+            .ok()
+            .filter(|s| live && !s.is_empty())
+    };
+    if let Some(url) = p.webhook.clone().or_else(env_webhook) {
+        let mut cfg = WebhookConfig::new(&url);
         cfg.timeout = timeout;
         for h in &p.webhook_headers {
             let (k, val) = h.split_once(':').ok_or_else(|| {
@@ -152,11 +199,10 @@ pub fn receivers(p: &PipelineOptions) -> Result<Receivers, AppError> {
         cfg.secret = super::read_secret("SIGWATCH_WEBHOOK_SECRET", &p.webhook_secret_file)?;
         all.push(Arc::new(Webhook::new(cfg).map_err(setup)?));
     }
-    if let Some(url) = super::read_secret("SIGWATCH_SLACK_WEBHOOK_URL", &p.slack_webhook_file)? {
+    if let Some(url) = secret("SIGWATCH_SLACK_WEBHOOK_URL", &p.slack_webhook_file)? {
         all.push(Arc::new(Slack::new(&url, timeout).map_err(setup)?));
     }
-    if let Some(key) = super::read_secret("SIGWATCH_PAGERDUTY_ROUTING_KEY", &p.pagerduty_key_file)?
-    {
+    if let Some(key) = secret("SIGWATCH_PAGERDUTY_ROUTING_KEY", &p.pagerduty_key_file)? {
         all.push(Arc::new(
             PagerDuty::new(&key, p.pagerduty_url.as_deref(), timeout).map_err(setup)?,
         ));

@@ -31,7 +31,11 @@ pub async fn replay(
     report: Option<std::path::PathBuf>,
 ) -> Result<(), AppError> {
     let mut engine = build_engine(&p, false)?;
-    let (d, _) = receivers::dispatcher(receivers::receivers(&p)?, true, None);
+    let (d, _) = receivers::dispatcher(
+        receivers::receivers(&p, receivers::Scope::Replay)?,
+        true,
+        None,
+    );
     let (grouping, incident_cfg) = super::incident_settings(&p)?;
     let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
     if report.is_some() {
