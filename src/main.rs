@@ -48,12 +48,12 @@ enum LogFormat {
 enum Cmd {
     /// Watch live logs (stdin, Loki or files); notifications go to stdout (NDJSON).
     #[command(
-        after_help = "Examples:\n  kubectl logs -f -l app=livekit --prefix --max-log-requests 50 | sigwatch run\n  sigwatch run --loki http://loki:3100 --query '{namespace=\"livekit\"}' --state-dir /var/lib/sigwatch --alertmanager http://alertmanager:9093\n  sigwatch run --file '/var/log/pods/*/*/*.log' --rules /etc/sigwatch/rules --watch-rules\n\nSIGHUP reloads the rules; SIGTERM drains deliveries for --shutdown-timeout, a second signal exits at once.\n/healthz, /readyz and /metrics are served on --listen (127.0.0.1:9464)."
+        after_help = "Examples:\n  kubectl logs -f -l app=livekit --prefix --max-log-requests 50 | sigwatch run\n  sigwatch run --loki http://loki:3100 --query '{namespace=\"livekit\"}' --state-dir /var/lib/sigwatch --alertmanager http://alertmanager:9093\n  sigwatch run --file '/var/log/pods/*/*/*.log' --rules /etc/sigwatch/rules --watch-rules\n\nSIGHUP reloads the rules; SIGTERM drains deliveries for --shutdown-timeout, a second signal exits at once.\n/healthz, /readyz and /metrics are served on --listen (127.0.0.1:9464).\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
     )]
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
     #[command(
-        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n  sigwatch replay incident.log --group-incidents --report incident.html\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it)."
+        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n  sigwatch replay incident.log --group-incidents --report incident.html\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it).\nA replay notifies only the receivers its own flags name (never the environment's).\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
     )]
     Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
@@ -207,9 +207,12 @@ fn main() -> ExitCode {
         Cmd::Explain(a) => {
             return ExitCode::from(commands::explain(&a.rules, &a.only, &a.lines, a.json))
         }
-        Cmd::Learn(a) => mine::learn(&a.rules, &a.files, &a.out).map_err(Into::into),
+        Cmd::Learn(a) => mine::learn(&a.rules, &a.files, &a.out)
+            .map(|()| 0)
+            .map_err(Into::into),
         Cmd::Templates(a) => {
             mine::templates(&a.rules, &a.files, &a.o, &mut std::io::stdout().lock())
+                .map(|()| 0)
                 .map_err(Into::into)
         }
         Cmd::Run(a) => runtime().and_then(|rt| Ok(rt.block_on(live::run(a.p, a.source))?)),
@@ -224,13 +227,24 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(undelivered) => {
+            eprintln!(
+                "sigwatch: {undelivered} notification(s) were not delivered (see the log above)"
+            );
+            ExitCode::from(EXIT_UNDELIVERED)
+        }
         Err(e) => {
             eprintln!("sigwatch: {}", chain(&e));
             ExitCode::from(2)
         }
     }
 }
+
+/// Exit status of `run` and `replay` when notifications were rejected or
+/// dropped: the work was done, but someone may not have been told. (1 is
+/// findings — failed rule tests, invalid rules; 2 a setup error.)
+const EXIT_UNDELIVERED: u8 = 3;
 
 /// An error and its causes, each said once: a cause whose text its
 /// error's message already carries is not repeated.

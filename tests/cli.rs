@@ -238,7 +238,11 @@ async fn webhook_4xx_is_not_retried_and_the_run_still_ends() {
     .await
     .expect("replay finished in time")
     .unwrap();
-    assert!(out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the replay ends, saying a notification was not delivered"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 1, "a 400 is final");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -593,5 +597,55 @@ async fn a_replay_pages_nobody_its_command_line_does_not_name() {
         calls.load(Ordering::SeqCst),
         2,
         "the named webhook got both"
+    );
+}
+
+#[test]
+fn a_dead_webhook_makes_the_replay_exit_3_and_a_closed_stdout_stops_it_quietly() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let out = Command::new(BIN)
+        .args([
+            "replay",
+            "--no-stdout",
+            "--no-summary",
+            "--shutdown-timeout",
+            "1s",
+        ])
+        .args(["--webhook", &format!("http://127.0.0.1:{port}/hook")])
+        .arg(fixture("egress-black-hole.log"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("2 notification(s) were not delivered"),
+        "{err}"
+    );
+    // `replay … | head -1`: the reader goes away; no error per line.
+    let mut child = Command::new(BIN)
+        .args(["replay", "--no-summary"])
+        .arg(fixture("livekit-redis-outage.log"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("livekit.redis_unreachable"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("ERROR"), "{err}");
+    // (Said once — or not at all when every line fit in the pipe before
+    // the reader left.)
+    assert!(
+        err.matches("The receiver closed").count() <= 1,
+        "said once: {err}"
     );
 }

@@ -416,3 +416,44 @@ async fn the_binary_answers_healthz_past_its_connection_cap() {
     drop(idle);
     drop(stdin);
 }
+
+#[test]
+fn a_taken_default_address_is_a_warning_and_an_asked_for_one_is_an_error() {
+    // 127.0.0.1:9464 held by this test (another test's sigwatch may hold
+    // it a moment: wait for it, bounded; if something holds it for good,
+    // it is taken all the same).
+    let mut hold = None;
+    for _ in 0..300 {
+        if let Ok(l) = std::net::TcpListener::bind("127.0.0.1:9464") {
+            hold = Some(l);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = Command::new(BIN)
+        .args(["run", "--log-level", "warn"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "a second sigwatch runs on: {stderr}");
+    assert!(
+        stderr.contains("default address") && stderr.contains("--listen none"),
+        "{stderr}"
+    );
+    drop(hold);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(BIN)
+        .args(["run", "--log-level", "warn", "--listen", &addr])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("Address already in use").count(),
+        1,
+        "the cause, once: {stderr}"
+    );
+}

@@ -20,8 +20,9 @@ use std::time::Duration;
 
 /// The end of a run or replay: drains deliveries (bounded by the shutdown
 /// timeout), logs what was not delivered and the input's counters, and
-/// prints `--stats`.
-pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery) {
+/// prints `--stats`. Returns how many notifications were not delivered
+/// (rejected, or dropped: a full queue, or left at the stop with no spool).
+pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery) -> u64 {
     delivery.flush().await;
     let d = delivery.dispatcher;
     let timeout = Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64);
@@ -53,6 +54,7 @@ pub async fn finish(p: &PipelineOptions, engine: &Engine, mut delivery: Delivery
         use std::io::Write;
         let _ = writeln!(std::io::stderr(), "{}", stats_json(&s, &receivers));
     }
+    receivers.iter().map(|r| r.failed + r.dropped).sum()
 }
 
 /// `--stats`: every counter the logs mention, in one JSON object — the
@@ -84,7 +86,8 @@ pub fn stats_json(
 }
 
 /// `sigwatch run`: the live pipeline, until its input ends or a signal.
-pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppError> {
+/// Returns how many notifications were not delivered (see [`finish`]).
+pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppError> {
     sources::apply_config(&mut a, &p.config)?;
     // Before anything else: a SIGHUP must never kill us (its default action).
     let reloads = reload_triggers(&p.rules, a.watch_rules);
@@ -210,17 +213,28 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<(), AppErro
     d.deliver(&mut out, engine.watermark()).await;
     let telemetry = Arc::new(Telemetry::new());
     telemetry.set_rules_loaded();
-    if a.listen != "none" {
-        let listener = tokio::net::TcpListener::bind(&a.listen)
-            .await
-            .map_err(AppError::io(format!("cannot listen on {}", a.listen)))?;
-        tracing::info!(addr = %a.listen, "Serving /healthz, /readyz, /metrics, and the status page at /.");
-        let t = telemetry.clone();
-        tokio::spawn(async move {
-            if let Err(e) = crate::server::serve(listener, t).await {
-                tracing::error!(error = %e, "The health and metrics server stopped.");
+    let addr = a.listen.as_deref().unwrap_or(sources::DEFAULT_LISTEN);
+    if addr != "none" {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                tracing::info!(
+                    addr,
+                    "Serving /healthz, /readyz, /metrics, and the status page at /."
+                );
+                let t = telemetry.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = crate::server::serve(listener, t).await {
+                        tracing::error!(error = %e, "The health and metrics server stopped.");
+                    }
+                });
             }
-        });
+            // Piping into a second sigwatch is normal: only an address
+            // asked for must be free.
+            Err(e) if a.listen.is_none() => {
+                tracing::warn!(addr, error = %e, "The default address for /healthz, /readyz and /metrics is taken (another sigwatch?); going on without them. Give --listen ADDR, or --listen none to silence this.");
+            }
+            Err(e) => return Err(AppError::io(format!("cannot listen on {addr}"))(e)),
+        }
     }
     match (&started.loki_health, a.files.is_empty()) {
         (Some(health), _) => {
@@ -371,7 +385,7 @@ async fn drive(
     (mut rx, mut reloads): (tokio::sync::mpsc::Receiver<Input>, ReloadRx),
     mut state: Option<StateKeeper>,
     telemetry: Arc<Telemetry>,
-) -> Result<(), AppError> {
+) -> Result<u64, AppError> {
     let stdin = Source::named("stdin");
     let mut out = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -463,6 +477,10 @@ async fn drive(
         let notified = !out.is_empty();
         d.deliver(&mut out, engine.watermark()).await;
         telemetry.beat();
+        if d.dispatcher.all_gone() {
+            tracing::info!("Every receiver has closed; stopping.");
+            break;
+        }
         if let Some(k) = state.as_mut() {
             k.step(&engine, &d, moved, notified);
         }
@@ -485,8 +503,7 @@ async fn drive(
             );
         }
     }
-    finish(&p, &engine, d).await;
-    Ok(())
+    Ok(finish(&p, &engine, d).await)
 }
 
 /// Where the mined templates are kept under `--state-dir`.

@@ -29,7 +29,7 @@ pub async fn replay(
     files: Vec<String>,
     show: Summary,
     report: Option<std::path::PathBuf>,
-) -> Result<(), AppError> {
+) -> Result<u64, AppError> {
     let mut engine = build_engine(&p, false)?;
     let (d, _) = receivers::dispatcher(
         receivers::receivers(&p, receivers::Scope::Replay)?,
@@ -76,7 +76,14 @@ pub async fn replay(
         }
         tally(&out, &mut alerts);
         d.deliver(&mut out, engine.watermark()).await;
+        if report.is_none() && d.dispatcher.all_gone() {
+            // `sigwatch replay … | head -3`: nobody reads any more.
+            tracing::info!("Every receiver has closed; the replay stops.");
+            break;
+        }
     }
+    // A reader still sending blocks ends when the channel is gone.
+    drop(rx);
     // The reader logs lines it cut or repaired as it ends.
     reader
         .join()
@@ -129,8 +136,7 @@ pub async fn replay(
         }
         Summary::Off => {}
     }
-    finish(&p, &engine, d).await;
-    Ok(())
+    Ok(finish(&p, &engine, d).await)
 }
 
 fn progress_bar(total: Option<u64>) -> indicatif::ProgressBar {

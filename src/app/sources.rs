@@ -82,9 +82,12 @@ pub struct SourceOptions {
     /// state; Loki and files are read again from the checkpoint.
     #[arg(long, default_value = "5s", value_parser = parse_checkpoint_interval, value_name = "DURATION")]
     pub checkpoint_interval: Dur,
-    /// Serve /healthz, /readyz and /metrics here ("none" to disable).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
-    pub listen: String,
+    /// Serve /healthz, /readyz, /metrics and the status page here ("none"
+    /// to disable). An address given here must be free; the default, when
+    /// taken (a second sigwatch on the host), is a warning and the run goes
+    /// on without them. [default: 127.0.0.1:9464]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
     /// Follow log files matching this glob instead of stdin (repeatable),
     /// e.g. '/var/log/pods/*/*/*.log'.
     #[arg(long = "file", value_name = "GLOB")]
@@ -134,7 +137,7 @@ impl Default for SourceOptions {
             since: None,
             state_dir: None,
             checkpoint_interval: Dur::secs(5),
-            listen: "127.0.0.1:9464".into(),
+            listen: None,
             files: Vec::new(),
             watch_rules: false,
             shard: None,
@@ -172,6 +175,9 @@ pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError>
     }
     Ok(c)
 }
+
+/// Where `run` serves its probes, metrics and status page by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 /// Where a restart resumes its inputs: the positions saved with the state
 /// they produced (see [`super::checkpoint`]).

@@ -60,6 +60,13 @@ pub enum NotifyError {
     /// Bad receiver configuration (invalid URL).
     #[error("{0}")]
     Config(String),
+    /// The receiver is gone for good (stdout closed: `sigwatch replay … |
+    /// head -3`): its lane stops quietly, the others go on.
+    #[error("{receiver} is closed")]
+    Gone {
+        /// Receiver name.
+        receiver: String,
+    },
 }
 
 /// A boxed future, for object-safe async receivers.
@@ -285,6 +292,9 @@ struct LaneShared {
     fallback: std::sync::OnceLock<Arc<LaneShared>>,
     /// Whether the last attempt failed (shown as degraded).
     failing: AtomicBool,
+    /// The receiver is gone for good (stdout closed): nothing more is
+    /// queued for it, what was is let go without a word per notification.
+    gone: AtomicBool,
     q: std::sync::Mutex<LaneQueue>,
     wake: tokio::sync::Notify,
     space: tokio::sync::Notify,
@@ -516,6 +526,9 @@ impl LaneShared {
     /// full, drops the oldest (if `drop_oldest`, counted and logged) or
     /// returns false.
     fn try_enqueue(&self, n: &Arc<Notification>, drop_oldest: bool) -> bool {
+        if self.gone.load(Ordering::Relaxed) {
+            return true;
+        }
         let Ok(mut q) = self.q.lock() else {
             return true;
         };
@@ -695,6 +708,24 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
                 }
                 false
             }
+            Err(NotifyError::Gone { .. }) => {
+                // Whoever read it stopped reading (`| head`): let the rest
+                // go quietly, once.
+                let left = shared.q.lock().map(|mut q| {
+                    let n = q.order.len();
+                    q.order.clear();
+                    q.items.clear();
+                    n
+                });
+                shared.gone.store(true, Ordering::Relaxed);
+                shared.space.notify_waiters();
+                tracing::info!(
+                    receiver = r.name(),
+                    not_sent = left.unwrap_or(0),
+                    "The receiver closed; nothing more is sent to it."
+                );
+                continue;
+            }
             Err(e) => {
                 shared.stats.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(receiver = r.name(), error = %e, rule = %n.rule, group = %n.group, state = ?n.state, "Notification rejected; dropped.");
@@ -819,6 +850,7 @@ impl Dispatcher {
                     cap: cfg.queue,
                     fallback: std::sync::OnceLock::new(),
                     failing: AtomicBool::new(false),
+                    gone: AtomicBool::new(false),
                     spool: spool
                         .map(|p| std::sync::Mutex::new(crate::durable::Rewriter::new(p, "spool"))),
                     spool_dirty: AtomicBool::new(false),
@@ -897,6 +929,16 @@ impl Dispatcher {
             lane.shared.persist();
             lane.shared.wake.notify_one();
         }
+    }
+
+    /// Whether every receiver is gone for good (stdout closed and no other
+    /// receiver): nothing the pipeline makes can reach anyone any more.
+    pub fn all_gone(&self) -> bool {
+        !self.lanes.is_empty()
+            && self
+                .lanes
+                .iter()
+                .all(|l| l.shared.gone.load(Ordering::Relaxed))
     }
 
     /// Per-receiver counters and queue depth, for `/metrics` and `/readyz`.

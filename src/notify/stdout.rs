@@ -16,9 +16,17 @@ impl Receiver for Stdout {
 
     fn send<'a>(&'a self, n: &'a Notification) -> BoxFuture<'a, Result<(), NotifyError>> {
         Box::pin(async move {
-            let io = |e: std::io::Error| NotifyError::Io {
-                receiver: "stdout".into(),
-                source: e,
+            let io = |e: std::io::Error| {
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    NotifyError::Gone {
+                        receiver: "stdout".into(),
+                    }
+                } else {
+                    NotifyError::Io {
+                        receiver: "stdout".into(),
+                        source: e,
+                    }
+                }
             };
             let mut line = serde_json::to_vec(n).map_err(|e| io(e.into()))?;
             line.push(b'\n');
