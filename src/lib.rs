@@ -16,8 +16,9 @@
 //!                    └──────────────────────── engine: decode → match → detect → alert ──────────────────────┘
 //! ```
 //!
-//! - [`clock`], [`stats`], [`durable`]: the wall clock, process-wide
-//!   counters and crash-safe state files, for every stage.
+//! - [`clock`], [`stats`], [`durable`], [`cause`]: the wall clock,
+//!   process-wide counters, crash-safe state files and errors with their
+//!   causes, for every stage.
 //! - [`source`]: where lines come from, read in bounded blocks on a thread
 //!   of their own.
 //! - [`decode`]: raw lines to events — wrappers, payload formats, time,
@@ -43,6 +44,7 @@
 
 pub mod alert;
 pub mod app;
+pub mod cause;
 pub mod clock;
 pub mod config;
 pub mod decode;

@@ -246,21 +246,9 @@ fn main() -> ExitCode {
 /// findings — failed rule tests, invalid rules; 2 a setup error.)
 const EXIT_UNDELIVERED: u8 = 3;
 
-/// An error and its causes, each said once: a cause whose text its
-/// error's message already carries is not repeated.
+/// An error and its causes, each said once.
 fn chain(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
+    sigwatch::cause::chain(e.as_ref())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

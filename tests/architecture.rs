@@ -16,7 +16,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("clock", &[]),
     ("stats", &[]),
     ("durable", &[]),
-    ("source", &["clock", "durable", "stats"]),
+    ("cause", &[]),
+    ("source", &["cause", "clock", "durable", "stats"]),
     ("decode", &["clock", "source"]),
     ("rules", &["decode"]),
     ("matcher", &["decode", "rules", "source"]),
@@ -32,7 +33,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "notify",
-        &["alert", "clock", "decode", "detect", "durable", "rules"],
+        &[
+            "alert", "cause", "clock", "decode", "detect", "durable", "rules",
+        ],
     ),
     ("incident", &["alert", "decode", "rules"]),
     (
@@ -57,9 +60,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
-            "alert", "clock", "config", "decode", "durable", "engine", "explain", "incident",
-            "matcher", "mining", "notify", "report", "rules", "ruletest", "scan", "server",
-            "source", "stats",
+            "alert", "cause", "clock", "config", "decode", "durable", "engine", "explain",
+            "incident", "matcher", "mining", "notify", "report", "rules", "ruletest", "scan",
+            "server", "source", "stats",
         ],
     ),
 ];

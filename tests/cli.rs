@@ -649,3 +649,23 @@ fn a_dead_webhook_makes_the_replay_exit_3_and_a_closed_stdout_stops_it_quietly()
         "said once: {err}"
     );
 }
+
+#[test]
+fn a_loki_url_without_its_scheme_is_a_setup_error() {
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--listen",
+            "none",
+            "--loki",
+            "loki:3100",
+            "--query",
+            "{a=\"b\"}",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "not retried forever: {err}");
+    assert!(err.contains("needs http:// or https://"), "{err}");
+}

@@ -261,3 +261,20 @@ async fn alertmanager_keeps_resending_what_the_previous_run_sent() {
         resent["endsAt"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_network_error_says_its_cause() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let mut cfg = WebhookConfig::new(&format!("http://127.0.0.1:{port}/"));
+    cfg.retries = 0;
+    let r = Webhook::new(cfg).unwrap();
+    match r.send(&note(AlertState::Firing)).await {
+        Err(NotifyError::Exhausted { reason, .. }) => assert!(
+            reason.contains("error sending request") && reason.contains("onnection refused"),
+            "the cause, not only that sending failed: {reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -210,6 +210,7 @@ fn start_loki(
             "--loki needs at least one --query, e.g. --query '{namespace=\"livekit\"}'".into(),
         ));
     }
+    crate::source::loki::check_url(url).map_err(|e| AppError::Setup(e.to_string()))?;
     let cfg = loki_config(a, url)?;
     // Cursors of queries no longer asked for are dropped with the next
     // checkpoint.
@@ -221,7 +222,7 @@ fn start_loki(
             tracing::warn!(query = %q, "This selector can match Loki's own logs, which record every query: sigwatch would read its own queries in a loop. Pin a label to your workload, e.g. {{namespace=\"livekit\"}}.");
         }
         let start = *cursors.entry(q.clone()).or_insert(fresh);
-        tracing::info!(query = %q, start, resumed = start != fresh, "Loki query starting.");
+        tracing::info!(query = %q, start = %crate::decode::time::format_rfc3339(start), resumed = start != fresh, "Loki query starting.");
         if a.loki_tail {
             tokio::spawn(run_tail(
                 cfg.clone(),

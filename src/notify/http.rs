@@ -115,7 +115,7 @@ pub async fn post(
                 last = if e.is_timeout() {
                     "timeout".to_string()
                 } else {
-                    e.without_url().to_string()
+                    crate::cause::chain(&e.without_url())
                 };
                 backoff(policy, attempt)
             }

@@ -290,6 +290,20 @@ pub struct Batch {
 /// is read again, and readiness back, within this long).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// Checks a Loki base URL before anything starts: a URL without its
+/// scheme (`loki:3100`) parses as something else entirely and would fail
+/// at every poll, retried forever; it is a setup error instead.
+pub fn check_url(url: &str) -> Result<(), LokiError> {
+    let u =
+        reqwest::Url::parse(url).map_err(|e| LokiError::Setup(format!("Loki URL {url:?}: {e}")))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
+        return Err(LokiError::Setup(format!(
+            "Loki URL {url:?} needs http:// or https:// and a host, e.g. http://loki:3100"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether each query reaches Loki, for `/readyz`: a consumer that cannot
 /// read Loki should say so (a probe then shows it), while detection itself
 /// never waits on Loki.

@@ -68,8 +68,7 @@ impl Poller {
         let client = b
             .build()
             .map_err(|e| LokiError::Setup(format!("HTTP client: {e}")))?;
-        reqwest::Url::parse(&cfg.url)
-            .map_err(|e| LokiError::Setup(format!("Loki URL {:?}: {e}", cfg.url)))?;
+        super::check_url(&cfg.url)?;
         let limit = cfg.limit.clamp(1, MAX_LIMIT);
         let cap = NonZeroUsize::new(DEDUP_KEYS).unwrap_or(NonZeroUsize::MIN);
         Ok(Poller {
@@ -126,14 +125,14 @@ impl Poller {
             LokiError::Transient(if e.is_timeout() {
                 "timeout".to_string()
             } else {
-                e.without_url().to_string()
+                crate::cause::chain(&e.without_url())
             })
         })?;
         let status = resp.status();
         let body = resp
             .text()
             .await
-            .map_err(|e| LokiError::Transient(e.without_url().to_string()))?;
+            .map_err(|e| LokiError::Transient(crate::cause::chain(&e.without_url())))?;
         if status.is_success() {
             return parse_streams(&body);
         }
@@ -186,7 +185,7 @@ impl Poller {
                 }
                 // More than 5000 entries at one nanosecond: move past it.
                 self.stats.skipped_saturated += 1;
-                tracing::warn!(query = %self.query, ts = t, "More than 5000 entries share one timestamp; some may be skipped.");
+                tracing::warn!(query = %self.query, at = %chrono::DateTime::from_timestamp_nanos(t).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true), "More than 5000 entries share one timestamp; some may be skipped.");
                 start = t + 1;
                 continue;
             }

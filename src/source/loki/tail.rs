@@ -167,7 +167,7 @@ impl Tail {
                         LokiError::Config { status, body }
                     }
                 }
-                other => LokiError::Transient(other.to_string()),
+                other => LokiError::Transient(crate::cause::chain(&other)),
             })?;
         // Whatever happened while we were away comes from query_range,
         // reaching back by `lag` for lines that arrived after their time.
@@ -180,7 +180,7 @@ impl Tail {
         }
         self.health.ok(&self.query);
         while let Some(msg) = ws.next().await {
-            let msg = msg.map_err(|e| LokiError::Transient(e.to_string()))?;
+            let msg = msg.map_err(|e| LokiError::Transient(crate::cause::chain(&e)))?;
             self.health.ok(&self.query);
             match msg {
                 Message::Text(t) => {
