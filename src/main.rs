@@ -96,6 +96,32 @@ enum Cmd {
 See docs/scaling.md."
     )]
     PrometheusRules(PrometheusRulesArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// powershell.
+    #[command(
+        after_help = "Examples:\n  sigwatch completions bash > /etc/bash_completion.d/sigwatch\n  sigwatch completions zsh > \"${fpath[1]}/_sigwatch\"\n  sigwatch completions fish > ~/.config/fish/completions/sigwatch.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one per command into a directory.
+    #[command(
+        after_help = "Examples:\n  sigwatch man | man -l -\n  sigwatch man --out /usr/local/share/man/man1"
+    )]
+    Man(ManArgs),
+}
+
+#[derive(Args)]
+struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+struct ManArgs {
+    /// Write sigwatch.1 and sigwatch-COMMAND.1 into this directory instead
+    /// of printing sigwatch.1.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -201,6 +227,12 @@ fn main() -> ExitCode {
             .init(),
     }
     let result = match cli.cmd {
+        Cmd::Completions(a) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "sigwatch", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Cmd::Man(a) => man(a.out.as_deref()).map(|()| 0),
         Cmd::Check(a) => return ExitCode::from(commands::check(&a.rules, a.literals)),
         Cmd::PrometheusRules(a) => return ExitCode::from(commands::prometheus_rules(&a.rules)),
         Cmd::Test(a) => return ExitCode::from(commands::test(&a.rules, &a.paths)),
@@ -245,6 +277,21 @@ fn main() -> ExitCode {
 /// dropped: the work was done, but someone may not have been told. (1 is
 /// findings — failed rule tests, invalid rules; 2 a setup error.)
 const EXIT_UNDELIVERED: u8 = 3;
+
+/// The man pages: sigwatch(1) on stdout, or every page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> Result<()> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let Some(dir) = dir else {
+        let mut out = std::io::stdout().lock();
+        return clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .context("cannot write the man page");
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
+    Ok(())
+}
 
 /// An error and its causes, each said once.
 fn chain(e: &anyhow::Error) -> String {

@@ -669,3 +669,40 @@ fn a_loki_url_without_its_scheme_is_a_setup_error() {
     assert_eq!(out.status.code(), Some(2), "not retried forever: {err}");
     assert!(err.contains("needs http:// or https://"), "{err}");
 }
+
+#[test]
+fn completions_and_man_pages_are_generated() {
+    for (shell, marker) in [
+        ("bash", "_sigwatch()"),
+        ("zsh", "#compdef sigwatch"),
+        ("fish", "complete -c sigwatch"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(marker), "{shell}: {text:.200}");
+        assert!(
+            text.contains("replay") && text.contains("--state-dir"),
+            "{shell}"
+        );
+    }
+    let out = Command::new(BIN).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.contains(".TH sigwatch 1") && page.contains("replay"),
+        "{page:.300}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["man", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let run = std::fs::read_to_string(dir.path().join("sigwatch-run.1")).unwrap();
+    assert!(run.contains("checkpoint\\-interval"), "{run:.300}");
+}
