@@ -706,3 +706,61 @@ fn completions_and_man_pages_are_generated() {
     let run = std::fs::read_to_string(dir.path().join("sigwatch-run.1")).unwrap();
     assert!(run.contains("checkpoint\\-interval"), "{run:.300}");
 }
+
+/// Runs `sh -c SCRIPT` on a pseudo-terminal (Python's `pty`), returning
+/// what it printed there.
+fn on_a_terminal(script: &str, no_color: bool) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-c",
+        "import pty, sys; pty.spawn(['sh', '-c', sys.argv[1]])",
+        script,
+    ]);
+    cmd.env_remove("NO_COLOR");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
+}
+
+#[test]
+fn a_terminal_gets_one_readable_line_per_notification_and_a_pipe_json() {
+    let replay = format!(
+        "exec {BIN} replay --no-summary --log-level error {} 2>/dev/null",
+        fixture("egress-black-hole.log")
+    );
+    let text = on_a_terminal(&replay, false);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        !text.contains("{\"state\""),
+        "no JSON on a terminal: {text}"
+    );
+    assert!(
+        lines[0].contains("FIRING") && lines[0].contains("egress.disk_full"),
+        "{text}"
+    );
+    assert!(text.contains("\x1b[31m"), "coloured: {text:?}");
+    let plain = on_a_terminal(&replay, true);
+    assert!(!plain.contains('\x1b'), "NO_COLOR: {plain:?}");
+    assert!(plain.contains("FIRING"), "{plain}");
+    // Asked for, JSON on a terminal too; a pipe gets JSON by default.
+    let json = on_a_terminal(&replay.replace(" replay ", " replay --output json "), false);
+    assert_eq!(
+        json.lines().filter(|l| l.starts_with("{\"state\"")).count(),
+        2,
+        "{json}"
+    );
+    let out = Command::new(BIN)
+        .args(["replay", "--no-summary", "--log-level", "error"])
+        .arg(fixture("egress-black-hole.log"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("{\"state\""));
+}

@@ -73,6 +73,32 @@ fn parse_dur(s: &str) -> Result<Dur, String> {
     Dur::parse(s)
 }
 
+/// `--output`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Text on a terminal, JSON otherwise.
+    Auto,
+    /// One JSON object per line.
+    Json,
+    /// One readable line per notification.
+    Text,
+}
+
+impl Output {
+    /// The stdout format this choice means here.
+    pub fn format(self) -> crate::notify::stdout::Format {
+        use crate::notify::stdout::Format;
+        match self {
+            Output::Auto => Format::for_stdout(),
+            Output::Json => Format::Json,
+            Output::Text => match Format::for_stdout() {
+                Format::Text { color } => Format::Text { color },
+                Format::Json => Format::Text { color: false },
+            },
+        }
+    }
+}
+
 /// What every pipeline (run and replay) is built from: rules, receivers,
 /// timing and bounds.
 #[derive(clap::Args, Debug, Clone)]
@@ -112,6 +138,12 @@ pub struct PipelineOptions {
     /// Do not print notifications on stdout (useful with --webhook).
     #[arg(long)]
     pub no_stdout: bool,
+    /// How notifications are printed on stdout: one readable line each
+    /// (text, coloured unless NO_COLOR is set), one JSON object per line
+    /// (json, the documented schema), or text on a terminal and json
+    /// otherwise (auto).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub output: Output,
     /// replay: also send to the receivers of the configuration file, with
     /// its routes, as `run` would (a replay otherwise pages only receivers
     /// named by its own flags).
@@ -173,6 +205,7 @@ impl Default for PipelineOptions {
             pagerduty_url: None,
             external_url: None,
             no_stdout: false,
+            output: Output::Auto,
             config_receivers: false,
             lateness: Dur::secs(5),
             webhook_timeout: Dur::secs(5),

@@ -40,7 +40,7 @@ fn from_spec(r: &ReceiverSpec, p: &PipelineOptions, timeout: Duration) -> Result
             .map_err(|e| AppError::Setup(format!("receiver {:?}: {e}", r.name)))
     };
     if r.stdout.is_some() {
-        return Ok((Arc::new(Stdout), None));
+        return Ok((Arc::new(Stdout::new(p.output.format())), None));
     }
     if let Some(w) = &r.webhook {
         let url = match (&w.url, &w.url_secret) {
@@ -172,7 +172,7 @@ fn build(p: &PipelineOptions, scope: Scope) -> Result<Receivers, AppError> {
     // Command-line receivers get every notification, whatever the routes.
     let first_cli = all.len();
     if !p.no_stdout {
-        all.push(Arc::new(Stdout));
+        all.push(Arc::new(Stdout::new(p.output.format())));
     }
     if !p.alertmanager.is_empty() {
         let mut cfg = AlertmanagerConfig::new(&p.alertmanager);

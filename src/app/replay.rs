@@ -47,6 +47,14 @@ pub async fn replay(
     let started = std::time::Instant::now();
     let bar =
         std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(input.total));
+    if let Some(bar) = &bar {
+        // Notifications printed on the same terminal go around the bar
+        // instead of through it.
+        let bar = bar.clone();
+        crate::notify::stdout::print_around(std::sync::Arc::new(
+            move |print: &mut dyn FnMut()| bar.suspend(|| print()),
+        ));
+    }
     let mut alerts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut lines: u64 = 0;
     let mut bytes: u64 = 0;
