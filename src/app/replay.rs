@@ -52,7 +52,7 @@ pub async fn replay(
         // instead of through it.
         let bar = bar.clone();
         crate::notify::stdout::print_around(std::sync::Arc::new(
-            move |print: &mut dyn FnMut()| bar.suspend(|| print()),
+            move |print: &mut dyn FnMut()| bar.suspend(&mut *print),
         ));
     }
     let mut alerts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
