@@ -46,7 +46,7 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Watch live logs (stdin, Loki or files); notifications go to stdout (NDJSON).
+    /// Watch live logs (stdin, Loki or files); notifications go to stdout and the receivers.
     #[command(
         after_help = "Examples:\n  kubectl logs -f -l app=livekit --prefix --max-log-requests 50 | sigwatch run\n  sigwatch run --loki http://loki:3100 --query '{namespace=\"livekit\"}' --state-dir /var/lib/sigwatch --alertmanager http://alertmanager:9093\n  sigwatch run --file '/var/log/pods/*/*/*.log' --rules /etc/sigwatch/rules --watch-rules\n\nSIGHUP reloads the rules; SIGTERM drains deliveries for --shutdown-timeout, a second signal exits at once.\n/healthz, /readyz and /metrics are served on --listen (127.0.0.1:9464).\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
     )]

@@ -764,3 +764,26 @@ fn a_terminal_gets_one_readable_line_per_notification_and_a_pipe_json() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("{\"state\""));
 }
+
+#[test]
+fn run_help_is_grouped_and_names_each_variable_once() {
+    let out = Command::new(BIN).args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for heading in [
+        "Rules:",
+        "Receivers:",
+        "Loki:",
+        "State:",
+        "Server:",
+        "Delivery:",
+    ] {
+        assert!(help.lines().any(|l| l == heading), "{heading} in {help}");
+    }
+    for var in [
+        "SIGWATCH_LOKI_URL",
+        "SIGWATCH_LOKI_TENANT",
+        "SIGWATCH_CONFIG",
+    ] {
+        assert_eq!(help.matches(var).count(), 1, "{var} once in {help}");
+    }
+}

@@ -65,7 +65,7 @@ impl AppError {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RulesOptions {
     /// Rule file or directory (repeatable). Default: the built-in pack.
-    #[arg(long = "rules", value_name = "PATH")]
+    #[arg(help_heading = "Rules", long = "rules", value_name = "PATH")]
     pub rules: Vec<PathBuf>,
 }
 
@@ -108,87 +108,96 @@ pub struct PipelineOptions {
     pub rules: RulesOptions,
     /// Also POST every notification as JSON to this URL (`run` also reads
     /// SIGWATCH_WEBHOOK_URL; `replay` only this flag).
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Receivers", long, value_name = "URL")]
     pub webhook: Option<String>,
     /// Also send alerts to this Alertmanager (v2 API), e.g. http://alertmanager:9093.
     /// Repeat for every instance of an Alertmanager cluster: each gets every alert.
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Receivers", long, value_name = "URL")]
     pub alertmanager: Vec<String>,
     /// Extra webhook header, "Name: value" (repeatable). A signing secret
     /// comes from SIGWATCH_WEBHOOK_SECRET or --webhook-secret-file.
-    #[arg(long = "webhook-header", value_name = "HEADER")]
+    #[arg(
+        help_heading = "Receivers",
+        long = "webhook-header",
+        value_name = "HEADER"
+    )]
     pub webhook_headers: Vec<String>,
     /// File holding the webhook HMAC-SHA256 secret (X-Sigwatch-Signature).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Receivers", long, value_name = "FILE")]
     pub webhook_secret_file: Option<PathBuf>,
     /// Slack incoming-webhook URL from this file (`run` also reads env
     /// SIGWATCH_SLACK_WEBHOOK_URL).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Receivers", long, value_name = "FILE")]
     pub slack_webhook_file: Option<PathBuf>,
     /// PagerDuty Events v2 routing key from this file (`run` also reads env
     /// SIGWATCH_PAGERDUTY_ROUTING_KEY).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Receivers", long, value_name = "FILE")]
     pub pagerduty_key_file: Option<PathBuf>,
     /// PagerDuty events endpoint (default https://events.pagerduty.com/v2/enqueue).
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Receivers", long, value_name = "URL")]
     pub pagerduty_url: Option<String>,
     /// This sigwatch's own URL, used as the alerts' generatorURL.
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Receivers", long, value_name = "URL")]
     pub external_url: Option<String>,
     /// Do not print notifications on stdout (useful with --webhook).
-    #[arg(long)]
+    #[arg(help_heading = "Receivers", long)]
     pub no_stdout: bool,
     /// How notifications are printed on stdout: one readable line each
     /// (text, coloured unless NO_COLOR is set), one JSON object per line
     /// (json, the documented schema), or text on a terminal and json
     /// otherwise (auto).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(help_heading = "Output", long, value_enum, default_value = "auto")]
     pub output: Output,
     /// replay: also send to the receivers of the configuration file, with
     /// its routes, as `run` would (a replay otherwise pages only receivers
     /// named by its own flags).
-    #[arg(long)]
+    #[arg(help_heading = "Receivers", long)]
     pub config_receivers: bool,
     /// How late an event may arrive behind the newest one and still count in its window.
-    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    #[arg(help_heading = "Detection", long, default_value = "5s", value_parser = parse_dur)]
     pub lateness: Dur,
     /// Webhook request timeout.
-    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    #[arg(help_heading = "Delivery", long, default_value = "5s", value_parser = parse_dur)]
     pub webhook_timeout: Dur,
     /// Longest wait for queued notifications at exit.
-    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    #[arg(help_heading = "Delivery", long, default_value = "10s", value_parser = parse_dur)]
     pub shutdown_timeout: Dur,
     /// Configuration file (sigwatch.yaml): sources, receivers, routes;
     /// command-line flags override it.
-    #[arg(long, value_name = "FILE", env = "SIGWATCH_CONFIG")]
+    #[arg(
+        help_heading = "Configuration",
+        long,
+        value_name = "FILE",
+        env = "SIGWATCH_CONFIG"
+    )]
     pub config: Option<PathBuf>,
     /// Print pipeline counters as JSON on stderr at exit.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub stats: bool,
     /// Longest line kept, in bytes (at least 1024); the rest of a longer line
     /// is dropped and counted (`truncated_lines`). Also bounds reassembled
     /// CRI/Docker partial lines and multi-line JSON.
-    #[arg(long, default_value_t = crate::source::MAX_LINE_BYTES as u64,
+    #[arg(help_heading = "Limits",long, default_value_t = crate::source::MAX_LINE_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_line_bytes: u64,
     /// Known templates for novelty (from `sigwatch learn`): no learning
     /// period, templates not in the file are new from the first line.
     /// With --state-dir, the saved templates.json takes precedence.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Detection", long, value_name = "FILE")]
     pub templates: Option<PathBuf>,
     /// Turn novelty (pages on new error templates) off, whatever the rule
     /// files say.
-    #[arg(long)]
+    #[arg(help_heading = "Detection", long)]
     pub no_novelty: bool,
     /// Page per incident, not per alert: related alerts (rule links, the
     /// same rule elsewhere, shared nodes) join one incident; receivers get
     /// it opened, updated and resolved. Alertmanager still gets the alerts,
     /// labelled `incident`. Also `incidents: {group: true}` in sigwatch.yaml.
-    #[arg(long)]
+    #[arg(help_heading = "Detection", long)]
     pub group_incidents: bool,
     /// How long a resolved alert still draws related alerts into its
     /// incident (default 15m; sigwatch.yaml `incidents.window`).
-    #[arg(long, value_parser = parse_dur, value_name = "DURATION")]
+    #[arg(help_heading = "Detection", long, value_parser = parse_dur, value_name = "DURATION")]
     pub incident_window: Option<Dur>,
 }
 

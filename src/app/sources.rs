@@ -33,80 +33,90 @@ fn parse_checkpoint_interval(s: &str) -> Result<Dur, String> {
 /// environment or files, never from the command line (where `ps` shows them).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SourceOptions {
-    /// Consume Grafana Loki at this base URL instead of stdin (env: SIGWATCH_LOKI_URL).
-    #[arg(long, value_name = "URL", env = "SIGWATCH_LOKI_URL")]
+    /// Consume Grafana Loki at this base URL instead of stdin.
+    #[arg(
+        help_heading = "Loki",
+        long,
+        value_name = "URL",
+        env = "SIGWATCH_LOKI_URL"
+    )]
     pub loki: Option<String>,
     /// LogQL log query, e.g. '{namespace="livekit"}' (repeatable: each runs as its own stream).
-    #[arg(long = "query", value_name = "LOGQL")]
+    #[arg(help_heading = "Loki", long = "query", value_name = "LOGQL")]
     pub queries: Vec<String>,
-    /// Tenant sent as X-Scope-OrgID (env: SIGWATCH_LOKI_TENANT).
-    #[arg(long, env = "SIGWATCH_LOKI_TENANT")]
+    /// Tenant sent as X-Scope-OrgID.
+    #[arg(help_heading = "Loki", long, env = "SIGWATCH_LOKI_TENANT")]
     pub loki_tenant: Option<String>,
     /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
-    #[arg(long, env = "SIGWATCH_LOKI_USER")]
+    #[arg(help_heading = "Loki", long, env = "SIGWATCH_LOKI_USER")]
     pub loki_user: Option<String>,
     /// File holding the basic-auth password.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
     pub loki_password_file: Option<PathBuf>,
     /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
     pub loki_token_file: Option<PathBuf>,
     /// Extra CA certificate (PEM) to trust for Loki's TLS.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
     pub loki_ca_file: Option<PathBuf>,
     /// Follow Loki's websocket tail instead of polling (lower latency; every
     /// reconnect and dropped-entries report is backfilled from query_range).
-    #[arg(long)]
+    #[arg(help_heading = "Loki", long)]
     pub loki_tail: bool,
     /// Entries per query_range page (Loki's cap is 5000) [default: 1000].
-    #[arg(long)]
+    #[arg(help_heading = "Loki", long)]
     pub loki_limit: Option<u32>,
     /// Query up to now minus this, so lines still being shipped are not skipped [default: 10s].
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(help_heading = "Loki", long, value_parser = parse_dur)]
     pub loki_lag: Option<Dur>,
     /// Polling period [default: 2s].
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(help_heading = "Loki", long, value_parser = parse_dur)]
     pub loki_interval: Option<Dur>,
     /// Where a fresh start (no checkpoint) begins, back from now [default: 15m].
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(help_heading = "Loki", long, value_parser = parse_dur)]
     pub since: Option<Dur>,
     /// Directory for the state that survives restarts: the checkpoint
     /// (detector windows, pending and firing alerts, incidents, with the
     /// Loki cursors and file offsets they belong to), the receivers' spools
     /// and the mined templates. One process per directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "State", long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// With --state-dir: time between checkpoints while input flows (also
     /// taken soon after every notification, and at the stop). A crash
     /// (kill -9) of a stdin consumer forgets at most this much detection
     /// state; Loki and files are read again from the checkpoint.
-    #[arg(long, default_value = "5s", value_parser = parse_checkpoint_interval, value_name = "DURATION")]
+    #[arg(help_heading = "State", long, default_value = "5s", value_parser = parse_checkpoint_interval, value_name = "DURATION")]
     pub checkpoint_interval: Dur,
     /// Serve /healthz, /readyz, /metrics and the status page here ("none"
     /// to disable). An address given here must be free; the default, when
     /// taken (a second sigwatch on the host), is a warning and the run goes
     /// on without them. [default: 127.0.0.1:9464]
-    #[arg(long, value_name = "ADDR")]
+    #[arg(help_heading = "Server", long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// Follow log files matching this glob instead of stdin (repeatable),
     /// e.g. '/var/log/pods/*/*/*.log'.
-    #[arg(long = "file", value_name = "GLOB")]
+    #[arg(help_heading = "Files", long = "file", value_name = "GLOB")]
     pub files: Vec<String>,
     /// Reload the rules when a rule file changes (checked every 2 s; also
     /// follows Kubernetes ConfigMap updates). SIGHUP always reloads. An
     /// invalid set is rejected and the running one kept.
-    #[arg(long)]
+    #[arg(help_heading = "Rules", long)]
     pub watch_rules: bool,
     /// Take only this replica's share of the Loki streams: I/N (from 0),
     /// by a stable hash of the stream labels, so one node's lines always
     /// reach one replica. Cluster-wide rules (spread, share) then alert
     /// from Prometheus, over every shard's exported counters
     /// (docs/scaling.md).
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    #[arg(help_heading = "Sharding", long, value_name = "I/N", value_parser = Shard::parse)]
     pub shard: Option<Shard>,
     /// Stream labels hashed for --shard (repeatable; default every label).
     /// Name the labels that identify a node, e.g. pod.
-    #[arg(long, value_name = "LABEL", requires = "shard")]
+    #[arg(
+        help_heading = "Sharding",
+        long,
+        value_name = "LABEL",
+        requires = "shard"
+    )]
     pub shard_by: Vec<String>,
 }
 
