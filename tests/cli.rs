@@ -787,3 +787,28 @@ fn run_help_is_grouped_and_names_each_variable_once() {
         assert_eq!(help.matches(var).count(), 1, "{var} once in {help}");
     }
 }
+
+#[test]
+fn rule_tests_are_coloured_on_a_terminal_only() {
+    let script = format!(
+        "exec {BIN} test {}/rules/tests/ 2>/dev/null",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let tty = on_a_terminal(&script, false);
+    assert!(tty.contains("\x1b[32mok\x1b[0m"), "{tty:?}");
+    assert!(
+        tty.contains("\x1b[32m") && tty.contains(" passed"),
+        "{tty:?}"
+    );
+    let plain = on_a_terminal(&script, true);
+    assert!(
+        !plain.contains('\x1b') && plain.contains("  ok    "),
+        "{plain:?}"
+    );
+    let out = Command::new(BIN)
+        .arg("test")
+        .arg(format!("{}/rules/tests/", env!("CARGO_MANIFEST_DIR")))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+}

@@ -97,12 +97,15 @@ pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
         }
     }
     let (mut passed, mut failed) = (0, 0);
+    let color = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     for f in &files {
         println!("{}", f.display());
         match crate::ruletest::run_file(f, &set) {
             Ok(results) => {
                 for r in &results {
-                    print!("{}", crate::ruletest::render(r));
+                    let text = crate::ruletest::render(r);
+                    print!("{}", if color { colorize(&text) } else { text });
                     if r.passed {
                         passed += 1;
                     } else {
@@ -116,8 +119,18 @@ pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
             }
         }
     }
+    let (green, red, reset) = if color {
+        ("\x1b[32m", "\x1b[1m\x1b[31m", "\x1b[0m")
+    } else {
+        ("", "", "")
+    };
+    let failed_text = if failed > 0 {
+        format!("{red}{failed} failed{reset}")
+    } else {
+        format!("{failed} failed")
+    };
     println!(
-        "\n{passed} passed, {failed} failed ({} file{})",
+        "\n{green}{passed} passed{reset}, {failed_text} ({} file{})",
         files.len(),
         if files.len() == 1 { "" } else { "s" }
     );
@@ -236,4 +249,41 @@ pub fn prometheus_rules(rules: &RulesOptions) -> u8 {
             1
         }
     }
+}
+
+/// A rendered test result in colour: `ok` green, `FAIL` red, the diff's
+/// missing lines red, unexpected green, changed yellow.
+fn colorize(text: &str) -> String {
+    const RESET: &str = "\x1b[0m";
+    let mut out = String::with_capacity(text.len() + 32);
+    for line in text.split_inclusive('\n') {
+        let (code, rest) = if let Some(r) = line.strip_prefix("  ok") {
+            out.push_str("  \x1b[32mok");
+            out.push_str(RESET);
+            out.push_str(r);
+            continue;
+        } else if let Some(r) = line.strip_prefix("  FAIL") {
+            out.push_str("  \x1b[1m\x1b[31mFAIL");
+            out.push_str(RESET);
+            out.push_str(r);
+            continue;
+        } else if line.starts_with("        - ") {
+            ("\x1b[31m", line)
+        } else if line.starts_with("        + ") {
+            ("\x1b[32m", line)
+        } else if line.starts_with("        ~ ") {
+            ("\x1b[33m", line)
+        } else {
+            out.push_str(line);
+            continue;
+        };
+        let body = rest.trim_end_matches('\n');
+        out.push_str(code);
+        out.push_str(body);
+        out.push_str(RESET);
+        if rest.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
 }
