@@ -517,6 +517,17 @@ fn replay_ends_with_a_plain_summary_when_not_on_a_terminal() {
         .unwrap_or_else(|| panic!("{err}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols, vec!["livekit.drain_failed", "6", "6", "0"], "{row}");
+    // What is still wrong at the end, and no row for rules that saw nothing.
+    assert!(
+        err.contains("firing     12 alert(s) at the end")
+            && err.contains("incidents  1 opened · 0 resolved · 1 open at the end")
+            && err.contains("6 node(s) still affected"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("egress.black_hole ") && err.contains("other rule(s) matched nothing"),
+        "{err}"
+    );
     let quiet = Command::new(BIN)
         .args(["replay", "--log-level", "warn", "--no-summary"])
         .arg(fixture("livekit-redis-outage.log"))
@@ -811,4 +822,30 @@ fn rule_tests_are_coloured_on_a_terminal_only() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+}
+
+#[test]
+fn a_replay_whose_inputs_do_not_overlap_in_time_says_why_lines_were_late() {
+    // August first, then July, through one pipe: July's lines are all late.
+    let mut child = Command::new(BIN)
+        .args(["replay", "--log-level", "warn", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for f in ["control-day.log", "livekit-redis-outage.log"] {
+        stdin
+            .write_all(&std::fs::read(fixture(f)).unwrap())
+            .unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("came more than --lateness behind the newest time")
+            && err.contains("replay them one at a time"),
+        "{err}"
+    );
 }

@@ -118,7 +118,7 @@ pub async fn replay(
     match show {
         Summary::Table => eprint!(
             "{}",
-            summary(&engine, &alerts, lines, bytes, started.elapsed())
+            summary(&engine, &d, &alerts, lines, bytes, started.elapsed())
         ),
         Summary::Log => {
             let s = engine.stats();
@@ -181,6 +181,7 @@ fn tally(out: &[Notification], alerts: &mut BTreeMap<String, (u64, u64)>) {
 /// by reason, matches and alerts per rule.
 fn summary(
     engine: &Engine,
+    delivery: &Delivery,
     alerts: &BTreeMap<String, (u64, u64)>,
     lines: u64,
     bytes: u64,
@@ -260,6 +261,14 @@ fn summary(
             drops.join(" · ")
         }
     );
+    if s.late * 10 > lines.max(1) {
+        let _ = writeln!(
+            o,
+            "note       {} of {} lines came more than --lateness behind the newest time already seen: inputs whose times do not overlap (replay them one at a time), or lines far out of order (a larger --lateness)",
+            indicatif::HumanCount(s.late),
+            indicatif::HumanCount(lines)
+        );
+    }
     if let Some(n) = &s.novelty {
         let _ = writeln!(
             o,
@@ -278,24 +287,74 @@ fn summary(
             }
         );
     }
-    let rules = engine.rule_stats();
-    let w = rules
-        .iter()
-        .map(|(id, _, _)| id.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let _ = writeln!(
-        o,
-        "\n{:<w$}  {:>9}  {:>6}  {:>8}",
-        "rule", "matches", "fired", "resolved"
-    );
-    for (id, hits, _) in &rules {
-        let (fired, resolved) = alerts.get(id).copied().unwrap_or_default();
+    let open = delivery.incidents.open();
+    let st = delivery.incidents.stats();
+    if st.opened > 0 {
         let _ = writeln!(
             o,
-            "{id:<w$}  {:>9}  {fired:>6}  {resolved:>8}",
-            indicatif::HumanCount(*hits).to_string()
+            "incidents  {} opened · {} resolved · {} open at the end",
+            st.opened,
+            st.resolved,
+            open.len()
+        );
+        for inc in open.iter().take(5) {
+            let _ = writeln!(
+                o,
+                "           {}  {} — {} node(s) still affected",
+                inc.id,
+                inc.title(),
+                inc.affected().len()
+            );
+        }
+    }
+    let firing = delivery.board.firing();
+    if !firing.is_empty() {
+        let _ = writeln!(o, "firing     {} alert(s) at the end", firing.len());
+        for n in firing.iter().take(10) {
+            let _ = writeln!(
+                o,
+                "           {}  {}  since {}",
+                n.rule, n.group, n.starts_at
+            );
+        }
+        if firing.len() > 10 {
+            let _ = writeln!(o, "           … and {} more", firing.len() - 10);
+        }
+    }
+    // The rules that saw something; the others in one line.
+    let rules: Vec<(String, u64, u64, u64)> = engine
+        .rule_stats()
+        .into_iter()
+        .map(|(id, hits, _)| {
+            let (fired, resolved) = alerts.get(&id).copied().unwrap_or_default();
+            (id, hits, fired, resolved)
+        })
+        .collect();
+    let active: Vec<&(String, u64, u64, u64)> = rules
+        .iter()
+        .filter(|r| r.1 > 0 || r.2 > 0 || r.3 > 0)
+        .collect();
+    let quiet = rules.len() - active.len();
+    if !active.is_empty() {
+        let w = active.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+        let _ = writeln!(
+            o,
+            "\n{:<w$}  {:>9}  {:>6}  {:>8}",
+            "rule", "matches", "fired", "resolved"
+        );
+        for (id, hits, fired, resolved) in active {
+            let _ = writeln!(
+                o,
+                "{id:<w$}  {:>9}  {fired:>6}  {resolved:>8}",
+                indicatif::HumanCount(*hits).to_string()
+            );
+        }
+    }
+    if quiet > 0 {
+        let _ = writeln!(
+            o,
+            "{}{quiet} other rule(s) matched nothing",
+            if rules.len() == quiet { "\n" } else { "" }
         );
     }
     o

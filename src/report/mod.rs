@@ -384,6 +384,13 @@ pub struct Board {
 }
 
 impl Board {
+    /// The alerts firing now, by rule then group.
+    pub fn firing(&self) -> Vec<&Notification> {
+        let mut v: Vec<&Notification> = self.firing.values().collect();
+        v.sort_by(|a, b| (&a.rule, &a.group).cmp(&(&b.rule, &b.group)));
+        v
+    }
+
     /// The firing alerts, for a checkpoint.
     pub fn save(&self) -> Vec<Notification> {
         self.firing.values().cloned().collect()
