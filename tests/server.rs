@@ -142,8 +142,13 @@ async fn liveness_answers_while_loki_is_down_and_readiness_says_why() {
 }
 
 /// Starts `run` with a webhook that never answers and feeds it the black-hole
-/// fixture, so alerts are stuck in delivery; returns the child and its stdin.
-async fn stuck_run(shutdown_timeout: &str) -> (Killed, std::process::ChildStdin) {
+/// fixture, then waits until /metrics shows notifications queued for that
+/// webhook (so alerts are stuck in delivery, whatever the machine's speed);
+/// returns the child and its stdin. `state_dir`: the spool's directory.
+async fn stuck_run(
+    shutdown_timeout: &str,
+    state_dir: Option<&std::path::Path>,
+) -> (Killed, std::process::ChildStdin) {
     let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hang_addr = hang.local_addr().unwrap();
     tokio::spawn(async move {
@@ -152,18 +157,23 @@ async fn stuck_run(shutdown_timeout: &str) -> (Killed, std::process::ChildStdin)
             keep.push(s);
         }
     });
-    let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--log-level",
-            "error",
-            "--listen",
-            "none",
-            "--no-stdout",
-            "--shutdown-timeout",
-            shutdown_timeout,
-        ])
-        .args(["--webhook", &format!("http://{hang_addr}/hook")])
+    let port = free_port();
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "run",
+        "--log-level",
+        "error",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--no-stdout",
+        "--shutdown-timeout",
+        shutdown_timeout,
+    ])
+    .args(["--webhook", &format!("http://{hang_addr}/hook")]);
+    if let Some(d) = state_dir {
+        cmd.arg("--state-dir").arg(d);
+    }
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -177,8 +187,19 @@ async fn stuck_run(shutdown_timeout: &str) -> (Killed, std::process::ChildStdin)
     .unwrap();
     stdin.write_all(&fixture).unwrap();
     stdin.flush().unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    (Killed(child), stdin)
+    let child = Killed(child);
+    let queued = |_: u16, m: &str| {
+        m.lines().any(|l| {
+            l.starts_with("sigwatch_state{kind=\"queue_depth\",receiver=\"webhook")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0)
+        })
+    };
+    let (_, metrics) = wait_for(&format!("http://127.0.0.1:{port}/metrics"), queued).await;
+    assert!(
+        queued(0, &metrics),
+        "nothing queued for the webhook:\n{metrics}"
+    );
+    (child, stdin)
 }
 
 fn signal(child: &Killed, sig: &str) {
@@ -202,11 +223,15 @@ async fn wait_exit(child: &mut Killed, within: Duration) -> (i32, Duration) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_with_a_hanging_receiver_exits_within_the_deadline() {
-    let (mut child, _stdin) = stuck_run("2s").await;
+async fn sigterm_with_a_hanging_receiver_and_no_spool_exits_within_the_deadline_saying_it_dropped()
+{
+    let (mut child, _stdin) = stuck_run("2s", None).await;
     signal(&child, "-TERM");
     let (code, took) = wait_exit(&mut child, Duration::from_secs(10)).await;
-    assert_eq!(code, 0, "a bounded drain, then a clean exit");
+    assert_eq!(
+        code, 3,
+        "a bounded drain; without a spool the queued notifications are lost, and the exit says so"
+    );
     assert!(
         took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
         "waited about the 2 s deadline: {took:?}"
@@ -214,8 +239,31 @@ async fn sigterm_with_a_hanging_receiver_exits_within_the_deadline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_hanging_receiver_and_a_spool_exits_cleanly_keeping_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _stdin) = stuck_run("2s", Some(dir.path())).await;
+    signal(&child, "-TERM");
+    let (code, took) = wait_exit(&mut child, Duration::from_secs(10)).await;
+    assert_eq!(code, 0, "queued notifications stay in the spool: none lost");
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
+        "waited about the 2 s deadline: {took:?}"
+    );
+    let spooled: Vec<_> = std::fs::read_dir(dir.path().join("spool"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("egress.")))
+        .collect();
+    assert!(
+        !spooled.is_empty(),
+        "a non-empty spool file is left for the next start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once() {
-    let (mut child, _stdin) = stuck_run("60s").await;
+    let (mut child, _stdin) = stuck_run("60s", None).await;
     signal(&child, "-TERM");
     tokio::time::sleep(Duration::from_millis(300)).await;
     signal(&child, "-TERM");
