@@ -59,6 +59,23 @@ pub struct Config {
     /// Incident grouping.
     #[serde(default)]
     pub incidents: Option<IncidentsSection>,
+    /// Rule files of one's own, and whether the built-in pack stays.
+    #[serde(default)]
+    pub rules: Option<RulesSection>,
+}
+
+/// `rules:` — rule files of one's own (added to the built-in pack; a rule
+/// with a pack rule's id replaces it), and `builtin: false` to leave the
+/// pack out. Relative paths are relative to the configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RulesSection {
+    /// Rule files or directories.
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
+    /// Keep the built-in pack (default true).
+    #[serde(default)]
+    pub builtin: Option<bool>,
 }
 
 /// `incidents:` — how related alerts join one incident.
@@ -230,7 +247,16 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         path: name.clone(),
         message: e.to_string(),
     })?;
-    parse(&name, &text)
+    let mut c = parse(&name, &text)?;
+    // Rule paths follow the file, wherever sigwatch runs from.
+    if let (Some(r), Some(dir)) = (c.rules.as_mut(), path.parent()) {
+        for f in &mut r.files {
+            if f.is_relative() {
+                *f = dir.join(&*f);
+            }
+        }
+    }
+    Ok(c)
 }
 
 /// Parses configuration text (`name` is used in errors).

@@ -849,3 +849,143 @@ fn a_replay_whose_inputs_do_not_overlap_in_time_says_why_lines_were_late() {
         "{err}"
     );
 }
+
+const OWN_RULE: &str = r#"rules:
+  - id: acme.oom
+    title: Acme worker out of memory
+    severity: critical
+    match: {contains: "acme: out of memory"}
+    group_by: node
+    detect: {count: {window: 1m, threshold: 1}}
+    examples:
+      match: ['{"level":"error","msg":"acme: out of memory","nodeID":"N_1"}']
+      no_match: ['{"level":"info","msg":"acme: memory fine"}']
+"#;
+
+fn sigwatch(args: &[&str], dir: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn own_rules_are_added_to_the_built_in_pack_unless_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("own.yaml"), OWN_RULE).unwrap();
+    let (code, out, err) = sigwatch(&["check", "--rules", "own.yaml"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("acme.oom") && out.contains("livekit.drain_stuck"),
+        "{out}"
+    );
+    let (code, out, err) = sigwatch(
+        &["check", "--rules", "own.yaml", "--no-builtin-rules"],
+        dir.path(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("acme.oom") && !out.contains("livekit."),
+        "{out}"
+    );
+
+    // A rule of one's own with a pack rule's id replaces it, and replay
+    // uses the pack plus the own rule.
+    let replaced = OWN_RULE.replace("acme.oom", "egress.disk_full");
+    std::fs::write(dir.path().join("replace.yaml"), replaced).unwrap();
+    let (code, out, err) = sigwatch(&["check", "--rules", "replace.yaml"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("egress.disk_full"))
+        .unwrap();
+    assert!(line.contains("replace.yaml"), "{out}");
+    assert_eq!(out.matches("egress.disk_full").count(), 1, "{out}");
+
+    let log = dir.path().join("in.log");
+    std::fs::write(
+        &log,
+        "{\"level\":\"error\",\"ts\":1714572000.0,\"msg\":\"acme: out of memory\",\"nodeID\":\"N_7\"}\n",
+    )
+    .unwrap();
+    let (code, out, err) = sigwatch(
+        &[
+            "replay", "--rules", "own.yaml", "in.log", "--output", "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("\"acme.oom\"") && out.contains("N_7"),
+        "{out}{err}"
+    );
+}
+
+#[test]
+fn a_config_file_names_rule_files_relative_to_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("r")).unwrap();
+    std::fs::write(dir.path().join("r/own.yaml"), OWN_RULE).unwrap();
+    std::fs::write(
+        dir.path().join("sigwatch.yaml"),
+        "rules:\n  files: [r/own.yaml]\n  builtin: false\n",
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sigwatch.yaml");
+    let config = config.to_str().unwrap();
+    let (code, out, err) = sigwatch(&["check", "--config", config], elsewhere.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("ok   config") && out.contains("acme.oom") && !out.contains("livekit."),
+        "{out}"
+    );
+    // The same layers in a rule test run.
+    std::fs::create_dir(dir.path().join("t")).unwrap();
+    std::fs::write(
+        dir.path().join("t/own.yaml"),
+        "tests:\n  - name: one oom pages\n    start: 2024-05-01T13:00:00Z\n    input:\n      - {at: +0s, stream: w, line: '{\"level\":\"error\",\"ts\":{{ts}},\"msg\":\"acme: out of memory\",\"nodeID\":\"N_3\"}'}\n    expect:\n      - {rule: acme.oom, group: N_3, at: +0s}\n",
+    )
+    .unwrap();
+    let tests = dir.path().join("t");
+    let (code, out, err) = sigwatch(
+        &["test", "--config", config, tests.to_str().unwrap()],
+        elsewhere.path(),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("1 passed"), "{out}");
+}
+
+#[test]
+fn check_config_names_the_receiver_that_cannot_be_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("sigwatch.yaml");
+    std::fs::write(
+        &p,
+        "receivers:\n  - name: hook\n    webhook: {url: \"http://127.0.0.1:9/x\"}\n  - name: chat\n    slack: {webhook_url: {file: missing-secret}}\ndefault: [hook]\n",
+    )
+    .unwrap();
+    let (code, _, err) = sigwatch(&["check", "--config", "sigwatch.yaml"], dir.path());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("sigwatch.yaml") && err.contains("chat") && err.contains("missing-secret"),
+        "{err}"
+    );
+    std::fs::write(
+        &p,
+        "receivers:\n  - name: hook\n    webhook: {url: \"http://127.0.0.1:9/x\"}\ndefault: [hook]\n",
+    )
+    .unwrap();
+    let (code, out, err) = sigwatch(&["check", "--config", "sigwatch.yaml"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("hook (webhook "), "{out}");
+    let (code, _, err) = sigwatch(&["check", "--config", "absent.yaml"], dir.path());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("absent.yaml"), "{err}");
+}

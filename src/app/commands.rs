@@ -4,16 +4,29 @@
 use super::{load_rules, RulesOptions};
 use std::path::PathBuf;
 
+/// The rules, or the exit status after saying why not: 1 for invalid
+/// rules (located), 2 for a configuration that cannot be read.
+fn rules_for(rules: &RulesOptions) -> Result<crate::rules::RuleSet, u8> {
+    match load_rules(rules) {
+        Ok(s) => Ok(s),
+        Err(super::AppError::Rules(e)) => {
+            eprintln!("{e}");
+            Err(1)
+        }
+        Err(e) => {
+            eprintln!("sigwatch: {e}");
+            Err(2)
+        }
+    }
+}
+
 /// `sigwatch explain`: each line (or stdin's) through the decoder and
 /// matcher, step by step; `only` names rules to show even when none of
 /// their literals occur. Returns the exit status.
 pub fn explain(rules: &RulesOptions, only: &[String], lines: &[String], json: bool) -> u8 {
-    let set = match load_rules(rules) {
+    let set = match rules_for(rules) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     for id in only {
         if !set.rules.iter().any(|r| &r.id == id) {
@@ -68,12 +81,9 @@ pub fn explain(rules: &RulesOptions, only: &[String], lines: &[String], json: bo
 /// `sigwatch test`: runs rule test files (directories: their YAML files),
 /// prints each case and a diff for failures. Returns the exit status.
 pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
-    let set = match load_rules(rules) {
+    let set = match rules_for(rules) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let mut files = Vec::new();
     for p in paths {
@@ -145,12 +155,30 @@ pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
 /// prints one line per rule, or (with `literals`) the automaton's literals.
 /// Returns the exit status.
 pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
-    let set = match load_rules(rules) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
+    if let Some(path) = &rules.config {
+        if !literals {
+            match check_config(path) {
+                Ok(lines) => {
+                    for l in lines {
+                        println!("ok   {l}");
+                    }
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    // A file that cannot be read is a setup error; one
+                    // that reads but is wrong is a finding.
+                    let unreadable = matches!(
+                        e,
+                        super::AppError::Config(crate::config::ConfigError::Io { .. })
+                    );
+                    return if unreadable { 2 } else { 1 };
+                }
+            }
         }
+    }
+    let set = match rules_for(rules) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     if literals {
         return match crate::matcher::Matcher::new(&set) {
@@ -178,7 +206,7 @@ pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
         let bad = failures.iter().filter(|f| f.rule == r.id).count();
         let verdict = if bad == 0 { "ok" } else { "FAIL" };
         println!(
-            "{verdict:4} {:<34} {:<8} {:<8} group_by={:<10} examples={}+{} {}:{}",
+            "{verdict:4} {:<34} {:<8} {:<8} group_by={:<10} examples={}+{} {}",
             r.id,
             r.severity.as_str(),
             r.detect.kind(),
@@ -189,8 +217,11 @@ pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
             },
             m.len(),
             n.len(),
-            r.origin.file,
-            r.origin.line
+            if r.origin.line == 0 {
+                "(default, no rule file)".to_string()
+            } else {
+                format!("{}:{}", r.origin.file, r.origin.line)
+            }
         );
         let fed_by_miner = matches!(r.detect, crate::rules::Detect::Novelty(_));
         if !fed_by_miner && (m.is_empty() || n.is_empty()) {
@@ -229,15 +260,56 @@ pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
     }
 }
 
+/// `sigwatch check --config FILE`: the configuration as `run` would read
+/// it — its shape (unknown keys located), its sources (Loki URL, queries,
+/// credential files; globs) and receivers (secrets read, URLs parsed,
+/// routes compiled), without connecting or sending anything. Returns a
+/// line for each part, or the first error (its file named).
+fn check_config(path: &std::path::Path) -> Result<Vec<String>, super::AppError> {
+    let c = crate::config::load(path)?;
+    let name = path.display();
+    let in_file = |e: super::AppError| match e {
+        super::AppError::Config(c) => super::AppError::Config(c),
+        e => super::AppError::Setup(format!("{name}: {e}")),
+    };
+    let mut lines = vec![format!("config {name}")];
+    lines.extend(super::sources::check_config(path).map_err(in_file)?);
+    let receivers = super::receivers::check_config(&c).map_err(in_file)?;
+    if !receivers.is_empty() {
+        lines.push(format!(
+            "receivers {}; {} route(s){}",
+            receivers.join(", "),
+            c.routes.len(),
+            if c.default.is_empty() {
+                String::new()
+            } else {
+                format!(", default {}", c.default.join(", "))
+            }
+        ));
+    }
+    if let Some(r) = &c.rules {
+        lines.push(format!(
+            "rules {}{}",
+            if r.builtin.unwrap_or(true) {
+                "built-in pack"
+            } else {
+                "no built-in pack"
+            },
+            r.files
+                .iter()
+                .map(|f| format!(" + {}", f.display()))
+                .collect::<String>()
+        ));
+    }
+    Ok(lines)
+}
+
 /// `sigwatch prometheus-rules`: the Prometheus rules that evaluate the
 /// spread and share rules over every shard (docs/scaling.md), on stdout.
 pub fn prometheus_rules(rules: &RulesOptions) -> u8 {
-    let set = match load_rules(rules) {
+    let set = match rules_for(rules) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     match crate::rules::prometheus::rules_file(&set) {
         Some(text) => {

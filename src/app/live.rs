@@ -88,7 +88,7 @@ pub fn stats_json(
 /// `sigwatch run`: the live pipeline, until its input ends or a signal.
 /// Returns how many notifications were not delivered (see [`finish`]).
 pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppError> {
-    sources::apply_config(&mut a, &p.config)?;
+    sources::apply_config(&mut a, &p.rules.config)?;
     // Before anything else: a SIGHUP must never kill us (its default action).
     let reloads = reload_triggers(&p.rules, a.watch_rules);
     let mut engine = build_engine(&p, true)?;
@@ -308,10 +308,14 @@ fn reload_triggers(rules: &RulesOptions, watch: bool) -> ReloadRx {
         }
     }
     if watch {
-        if rules.rules.is_empty() {
-            tracing::warn!("--watch-rules without --rules: the built-in pack never changes.");
+        // The files of one's own, the configuration's included.
+        let own = rules.layers().map(|(_, p)| p).unwrap_or_default();
+        if own.is_empty() {
+            tracing::warn!(
+                "--watch-rules without rule files of one's own: the built-in pack never changes."
+            );
         } else {
-            let paths = rules.rules.clone();
+            let paths = own;
             tokio::spawn(async move {
                 let digest = |paths: Vec<PathBuf>| {
                     tokio::task::spawn_blocking(move || {
@@ -353,7 +357,11 @@ fn reload(
     out: &mut Vec<Notification>,
 ) {
     let result = super::pipeline_rules(p)
-        .map_err(|e| e.to_string())
+        .map_err(|e| match e {
+            // The located errors themselves, on the log line.
+            AppError::Rules(r) => r.to_string(),
+            e => e.to_string(),
+        })
         .and_then(|set| engine.reload(set, out).map_err(|e| e.to_string()));
     match result {
         Ok(s) => {

@@ -61,12 +61,42 @@ impl AppError {
     }
 }
 
-/// Which rules to load.
+/// Which rules to load: the built-in pack, plus rule files of one's own.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RulesOptions {
-    /// Rule file or directory (repeatable). Default: the built-in pack.
+    /// Rule file or directory of one's own (repeatable), added to the
+    /// built-in pack; a rule with a pack rule's id replaces it.
     #[arg(help_heading = "Rules", long = "rules", value_name = "PATH")]
     pub rules: Vec<PathBuf>,
+    /// Leave the built-in pack out: only the --rules files (and those of
+    /// the configuration file).
+    #[arg(help_heading = "Rules", long)]
+    pub no_builtin_rules: bool,
+    /// Configuration file (sigwatch.yaml): sources, receivers, routes, rule
+    /// files; command-line flags override it.
+    #[arg(
+        help_heading = "Configuration",
+        long,
+        value_name = "FILE",
+        env = "SIGWATCH_CONFIG"
+    )]
+    pub config: Option<PathBuf>,
+}
+
+impl RulesOptions {
+    /// The rule paths and whether the pack stays: the flags, then the
+    /// configuration file's `rules:` section.
+    pub fn layers(&self) -> Result<(bool, Vec<PathBuf>), AppError> {
+        let mut paths = self.rules.clone();
+        let mut pack = !self.no_builtin_rules;
+        if let Some(path) = &self.config {
+            if let Some(r) = crate::config::load(path)?.rules {
+                paths.extend(r.files);
+                pack &= r.builtin.unwrap_or(true);
+            }
+        }
+        Ok((pack, paths))
+    }
 }
 
 fn parse_dur(s: &str) -> Result<Dur, String> {
@@ -162,15 +192,6 @@ pub struct PipelineOptions {
     /// Longest wait for queued notifications at exit.
     #[arg(help_heading = "Delivery", long, default_value = "10s", value_parser = parse_dur)]
     pub shutdown_timeout: Dur,
-    /// Configuration file (sigwatch.yaml): sources, receivers, routes;
-    /// command-line flags override it.
-    #[arg(
-        help_heading = "Configuration",
-        long,
-        value_name = "FILE",
-        env = "SIGWATCH_CONFIG"
-    )]
-    pub config: Option<PathBuf>,
     /// Print pipeline counters as JSON on stderr at exit.
     #[arg(help_heading = "Output", long)]
     pub stats: bool,
@@ -219,7 +240,6 @@ impl Default for PipelineOptions {
             lateness: Dur::secs(5),
             webhook_timeout: Dur::secs(5),
             shutdown_timeout: Dur::secs(10),
-            config: None,
             stats: false,
             max_line_bytes: crate::source::MAX_LINE_BYTES as u64,
             templates: None,
@@ -235,7 +255,7 @@ impl Default for PipelineOptions {
 pub fn incident_settings(
     p: &PipelineOptions,
 ) -> Result<(bool, crate::incident::IncidentConfig), AppError> {
-    let section = match &p.config {
+    let section = match &p.rules.config {
         Some(path) => crate::config::load(path)?.incidents.unwrap_or_default(),
         None => crate::config::IncidentsSection::default(),
     };
@@ -250,12 +270,9 @@ pub fn incident_settings(
 }
 
 /// Loads the rules named (or the built-in pack).
-pub fn load_rules(a: &RulesOptions) -> Result<RuleSet, rules::RuleErrors> {
-    if a.rules.is_empty() {
-        rules::load_builtin()
-    } else {
-        rules::load_paths(&a.rules)
-    }
+pub fn load_rules(a: &RulesOptions) -> Result<RuleSet, AppError> {
+    let (pack, paths) = a.layers()?;
+    Ok(rules::load_layered(pack, &paths)?)
 }
 
 /// The engine of a pipeline: its rules, bounds and lateness; `live` lets
@@ -279,7 +296,7 @@ pub fn build_engine(p: &PipelineOptions, live: bool) -> Result<Engine, AppError>
 
 /// The rules of a pipeline: the files named (or the built-in pack),
 /// without novelty under `--no-novelty`.
-pub fn pipeline_rules(p: &PipelineOptions) -> Result<RuleSet, rules::RuleErrors> {
+pub fn pipeline_rules(p: &PipelineOptions) -> Result<RuleSet, AppError> {
     let mut set = load_rules(&p.rules)?;
     if p.no_novelty {
         set.rules

@@ -137,7 +137,7 @@ fn build(p: &PipelineOptions, scope: Scope) -> Result<Receivers, AppError> {
     let mut alertmanagers = Vec::new();
     let mut router = None;
     let mut fallbacks = Vec::new();
-    if let Some(path) = &p.config {
+    if let Some(path) = &p.rules.config {
         let c = crate::config::load(path)?;
         let wanted = live || p.config_receivers;
         if !wanted && !c.receivers.is_empty() {
@@ -249,4 +249,21 @@ pub fn dispatcher(
         d.set_router(router);
     }
     (d, r.alertmanagers)
+}
+
+/// `sigwatch check --config`: every receiver of the configuration built as
+/// `run` would build it (secrets read, URLs parsed; nothing is sent), and
+/// its routes compiled. Returns one line per receiver (`name (kind)`).
+pub fn check_config(c: &crate::config::Config) -> Result<Vec<String>, AppError> {
+    let p = PipelineOptions::default();
+    let timeout = super::duration(p.webhook_timeout);
+    let mut lines = Vec::new();
+    for r in &c.receivers {
+        let (recv, _) = from_spec(r, &p, timeout)
+            .map_err(|e| AppError::Setup(format!("receiver {}: {e}", r.name)))?;
+        lines.push(format!("{} ({})", r.name, recv.name()));
+    }
+    let names: Vec<String> = c.receivers.iter().map(|r| r.name.clone()).collect();
+    Router::new(&names, &c.routes, &c.default).map_err(AppError::Setup)?;
+    Ok(lines)
 }

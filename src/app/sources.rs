@@ -439,3 +439,35 @@ pub fn start(
     }
     Ok(started)
 }
+
+/// `sigwatch check --config`: the sources the configuration names, set up
+/// as `run` would (Loki's URL, credentials files and queries; the file
+/// globs), without connecting. Returns a line describing each.
+pub fn check_config(config: &std::path::Path) -> Result<Vec<String>, AppError> {
+    let mut a = SourceOptions::default();
+    apply_config(&mut a, &Some(config.to_path_buf()))?;
+    let mut lines = Vec::new();
+    if let Some(url) = &a.loki {
+        crate::source::loki::check_url(url).map_err(|e| AppError::Setup(e.to_string()))?;
+        let cfg = loki_config(&a, url)?;
+        for q in &a.queries {
+            Poller::new(cfg.clone(), q, 0)
+                .map_err(|e| AppError::Setup(format!("loki query {q}: {e}")))?;
+        }
+        lines.push(format!(
+            "loki {url} ({} quer{}{})",
+            a.queries.len(),
+            if a.queries.len() == 1 { "y" } else { "ies" },
+            if a.loki_tail { ", tail" } else { "" }
+        ));
+    }
+    if !a.files.is_empty() {
+        file::Tailer::new(&a.files, Default::default())
+            .map_err(|e| AppError::Setup(e.to_string()))?;
+        lines.push(format!("files {}", a.files.join(" ")));
+    }
+    if let Some(d) = &a.state_dir {
+        lines.push(format!("state_dir {}", d.display()));
+    }
+    Ok(lines)
+}

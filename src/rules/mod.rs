@@ -12,7 +12,7 @@ pub mod template;
 use crate::decode::payload::Level;
 use crate::decode::{KeyConfig, WORKLOAD_KEY};
 use duration::Dur;
-use model::{DetectSpec, FieldCond, MatchSpec, RuleFile, RuleSpec, Severity};
+use model::{DetectSpec, FieldCond, Layer, MatchSpec, RuleFile, RuleSpec, Severity};
 use regex::Regex;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -241,6 +241,8 @@ pub struct Origin {
     pub file: String,
     /// 1-based line of the rule's `id`.
     pub line: usize,
+    /// From the built-in pack (not a file of one's own).
+    pub pack: bool,
 }
 
 /// A compiled rule.
@@ -342,11 +344,7 @@ impl RuleSet {
 
 /// Loads the embedded built-in pack.
 pub fn load_builtin() -> Result<RuleSet, RuleErrors> {
-    let files: Vec<(String, String)> = BUILTIN
-        .iter()
-        .map(|(n, t)| (n.to_string(), t.to_string()))
-        .collect();
-    compile(&files)
+    load_layered(true, &[])
 }
 
 /// Loads rule files from paths (files or directories of `*.yaml`/`*.yml`).
@@ -405,14 +403,49 @@ fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<R
 
 /// Compiles rule files given as (name, text). All errors are collected.
 pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
+    compile_layers(files, 0)
+}
+
+/// Compiles the built-in pack with rule files of one's own: the pack's
+/// files, then `paths` (files or directories). A rule of one's own with
+/// the id of a pack rule replaces it; a `novelty:` section of one's own
+/// replaces the pack's. `pack: false` (`--no-builtin-rules`) leaves the
+/// pack out.
+pub fn load_layered(pack: bool, paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    if pack {
+        files.extend(BUILTIN.iter().map(|(n, t)| (n.to_string(), t.to_string())));
+    }
+    let n = files.len();
+    if !paths.is_empty() {
+        files.extend(read_paths(paths)?);
+    }
+    if files.is_empty() {
+        return Err(RuleErrors(vec![RuleError::Io {
+            path: "(none)".into(),
+            message: "no rules: without the built-in pack, give --rules PATH".into(),
+        }]));
+    }
+    compile_layers(&files, n)
+}
+
+/// [`compile`], where the first `pack` files are the built-in pack: rules
+/// and the novelty section of the files after them replace the pack's of
+/// the same id instead of clashing with them.
+pub fn compile_layers(files: &[(String, String)], pack: usize) -> Result<RuleSet, RuleErrors> {
     let mut set = RuleSet::default();
     let mut errors = Vec::new();
     let mut literal_total = 0usize;
     let mut seen_ids: HashSet<String> = HashSet::new();
     let mut parsed = Vec::new();
-    for (name, text) in files {
+    for (i, (name, text)) in files.iter().enumerate() {
         match serde_yaml_ng::from_str::<RuleFile>(text) {
-            Ok(f) => parsed.push((name, text, f)),
+            Ok(mut f) => {
+                if i < pack {
+                    f.layer = Layer::Pack;
+                }
+                parsed.push((name, text, f))
+            }
             Err(e) => {
                 let (line, column) = e
                     .location()
@@ -438,11 +471,31 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
             }
         }
     }
+    // One's own rules and novelty replace the pack's.
+    let own_ids: HashSet<String> = parsed
+        .iter()
+        .filter(|(_, _, f)| f.layer == Layer::Own)
+        .flat_map(|(_, _, f)| f.rules.iter().map(|r| r.id.clone()))
+        .collect();
+    let own_novelty = parsed
+        .iter()
+        .any(|(_, _, f)| f.layer == Layer::Own && f.novelty.is_some());
+    for (name, _, f) in parsed.iter_mut().filter(|(_, _, f)| f.layer == Layer::Pack) {
+        let before = f.rules.len();
+        f.rules.retain(|r| !own_ids.contains(&r.id));
+        if f.rules.len() < before {
+            tracing::info!(file = %name, replaced = before - f.rules.len(), "Rules of one's own replace built-in rules of the same id.");
+        }
+        if own_novelty {
+            f.novelty = None;
+        }
+    }
     let parsed_meta: Vec<(String, String, Option<model::NoveltySpec>)> = parsed
         .iter()
         .map(|(n, t, f)| (n.to_string(), t.to_string(), f.novelty.clone()))
         .collect();
     for (name, text, f) in parsed {
+        let from_pack = f.layer == Layer::Pack;
         let index = Lines::new(text);
         let mut occurrences: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
@@ -476,6 +529,7 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
                 Origin {
                     file: name.clone(),
                     line,
+                    pack: from_pack,
                 },
             ) {
                 Ok(rule) => {
@@ -521,6 +575,7 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
             Origin {
                 file: name.clone(),
                 line: locate_top(text, "novelty").0,
+                pack: BUILTIN.iter().any(|(n, t)| n == name && t == text),
             },
             spec,
         ),
@@ -528,6 +583,7 @@ pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
             Origin {
                 file: "(built in)".into(),
                 line: 0,
+                pack: true,
             },
             &default_spec,
         ),
@@ -1142,6 +1198,80 @@ mod tests {
     fn builtin_pack_compiles() {
         let set = load_builtin().unwrap();
         assert!(set.rules.len() >= 10, "{} rules", set.rules.len());
+        assert!(
+            set.rules.iter().all(|r| r.origin.pack),
+            "marked as the pack"
+        );
+    }
+
+    const OWN: &str = "rules:\n  - id: own.oops\n    title: t\n    severity: warning\n    match: {contains: [oops happened]}\n    detect: {count: {threshold: 1, window: 1m}}\n";
+
+    fn own_file(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("own.yaml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn rules_of_ones_own_are_added_to_the_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = load_builtin().unwrap();
+        let set = load_layered(true, &[own_file(dir.path(), OWN)]).unwrap();
+        assert_eq!(set.rules.len(), pack.rules.len() + 1);
+        let own = set.rules.iter().find(|r| r.id == "own.oops").unwrap();
+        assert!(!own.origin.pack && own.origin.file.ends_with("own.yaml"));
+        assert!(set
+            .rules
+            .iter()
+            .any(|r| r.id == "livekit.drain_stuck" && r.origin.pack));
+    }
+
+    #[test]
+    fn a_rule_with_a_pack_rules_id_replaces_it_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = OWN.replace("own.oops", "egress.disk_full");
+        let pack = load_builtin().unwrap();
+        let set = load_layered(true, &[own_file(dir.path(), &text)]).unwrap();
+        assert_eq!(set.rules.len(), pack.rules.len(), "replaced, not added");
+        let r = set
+            .rules
+            .iter()
+            .find(|r| r.id == "egress.disk_full")
+            .unwrap();
+        assert!(!r.origin.pack, "one's own version");
+        assert_eq!(r.severity, Severity::Warning);
+        // Twice in one's own files is still a clash.
+        let twice = format!("{text}{}", text.trim_start_matches("rules:\n"));
+        let e = load_layered(true, &[own_file(dir.path(), &twice)]).unwrap_err();
+        assert!(e.to_string().contains("egress.disk_full"), "{e}");
+    }
+
+    #[test]
+    fn without_the_pack_only_ones_own_rules_load_and_none_at_all_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = load_layered(false, &[own_file(dir.path(), OWN)]).unwrap();
+        let ids: Vec<&str> = set.rules.iter().map(|r| r.id.as_str()).collect();
+        assert!(ids.contains(&"own.oops"), "{ids:?}");
+        assert!(!ids.iter().any(|i| i.starts_with("livekit.")), "{ids:?}");
+        let e = load_layered(false, &[]).unwrap_err();
+        assert!(e.to_string().contains("--rules"), "{e}");
+    }
+
+    #[test]
+    fn a_novelty_section_of_ones_own_replaces_the_packs() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("{OWN}novelty:\n  enabled: false\n");
+        let set = load_layered(true, &[own_file(dir.path(), &text)]);
+        let set = match set {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(
+            !set.rules
+                .iter()
+                .any(|r| matches!(r.detect, Detect::Novelty(_))),
+            "one's own novelty section turned it off"
+        );
     }
 
     #[test]

@@ -26,6 +26,19 @@ pub struct RuleFile {
     /// file turns it off; at most one file may set it).
     #[serde(default)]
     pub novelty: Option<NoveltySpec>,
+    /// Which layer the file belongs to (not in the file: set by the loader).
+    #[serde(skip)]
+    pub layer: Layer,
+}
+
+/// Where a rule file comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Layer {
+    /// A file of one's own (`--rules`, sigwatch.yaml).
+    #[default]
+    Own,
+    /// The built-in pack.
+    Pack,
 }
 
 /// The `novelty:` section: which lines are mined into templates, how long
