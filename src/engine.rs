@@ -155,10 +155,31 @@ pub struct HitRecord {
     pub rule: usize,
     /// The group (node) it counted for.
     pub group: String,
+    /// The pod the line came from (its `pod` key: label, prefix or field),
+    /// when it has one and the group is not the pod itself.
+    pub pod: Option<String>,
     /// Event time (ns).
     pub time: i64,
     /// The line, cut to 400 bytes.
     pub line: String,
+}
+
+/// What the report draws besides hits: the population sightings of spread
+/// and share rules (a peer that is alive but has no hit) and the volume of
+/// all lines, so the picture has a baseline before the first hit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recording {
+    /// Signature hits.
+    pub hits: Vec<HitRecord>,
+    /// Population sightings (sampled as the detectors sample them): rule
+    /// index, group, its pod (when not the group itself), event time.
+    pub sightings: Vec<(usize, String, Option<String>, i64)>,
+    /// Lines per second of event time, run-length encoded: (second, lines,
+    /// lines of level error or worse; the levels only when asked, see
+    /// [`Engine::record_hits`]).
+    pub volume: Vec<(i64, u32, u32)>,
+    /// Whether `volume` counts levels (they cost a parse per JSON line).
+    pub levels: bool,
 }
 
 /// Pipeline counters.
@@ -228,8 +249,9 @@ pub struct Engine {
     retired_evictions: u64,
     /// Template mining for the novelty rule, and that rule's index.
     novelty: Option<(usize, Watch)>,
-    /// Hits kept for `replay --report` (off unless asked; bounded).
-    hit_log: Option<Vec<HitRecord>>,
+    /// Hits, sightings and volume kept for `replay --report` (off unless
+    /// asked; bounded).
+    hit_log: Option<Recording>,
     /// Per-group counters of cluster-wide rules, for `/metrics`.
     exports: Exports,
     /// Whether spread and share rules alert here (not when sharded: their
@@ -592,26 +614,42 @@ impl Engine {
             .is_some_and(|r| matches!(r.detect, Detect::Spread(_) | Detect::Share(_)))
     }
 
-    /// Keeps every signature hit for [`Engine::take_hits`] (the replay's
-    /// report); at most [`MAX_HIT_LOG`] wait, the rest are not kept.
-    pub fn record_hits(&mut self, on: bool) {
-        self.hit_log = on.then(Vec::new);
+    /// Keeps every signature hit, population sighting and line time for
+    /// [`Engine::take_recording`] (the report); at most [`MAX_HIT_LOG`] of
+    /// each wait, the rest are not kept.
+    /// `levels`: also count the lines of level error or worse per second
+    /// (a parse per JSON line: the replay's report, not the live page's).
+    pub fn record_hits(&mut self, on: bool, levels: bool) {
+        self.hit_log = on.then(|| Recording {
+            levels,
+            ..Recording::default()
+        });
     }
 
-    /// The hits since the last call (see [`Engine::record_hits`]).
-    pub fn take_hits(&mut self) -> Vec<HitRecord> {
-        self.hit_log
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
+    /// What was recorded since the last call (see [`Engine::record_hits`]).
+    pub fn take_recording(&mut self) -> Recording {
+        match self.hit_log.as_mut() {
+            Some(log) => {
+                let levels = log.levels;
+                std::mem::replace(
+                    log,
+                    Recording {
+                        levels,
+                        ..Recording::default()
+                    },
+                )
+            }
+            None => Recording::default(),
+        }
     }
 
-    fn log_hit(&mut self, rule: usize, group: &str, time: i64, line: &str) {
+    fn log_hit(&mut self, rule: usize, group: &str, pod: Option<String>, time: i64, line: &str) {
         if let Some(log) = self.hit_log.as_mut() {
-            if log.len() < MAX_HIT_LOG {
-                log.push(HitRecord {
+            if log.hits.len() < MAX_HIT_LOG {
+                log.hits.push(HitRecord {
                     rule,
                     group: group.to_string(),
+                    pod: pod.filter(|p| p != group),
                     time,
                     line: crate::detect::truncate(line, 400),
                 });
@@ -976,6 +1014,23 @@ impl Engine {
             // instant) if none ever does.
             self.untimed_at = Some(self.untimed_at.map_or(t, |u| u.max(t)));
         }
+        if let Some(log) = self.hit_log.as_mut() {
+            let bad = log.levels
+                && self
+                    .decoder
+                    .level(p)
+                    .is_some_and(|l| l >= crate::decode::severity::Level::Error);
+            let sec = t.div_euclid(1_000_000_000);
+            let room = log.volume.len() < MAX_HIT_LOG;
+            match log.volume.last_mut() {
+                Some(v) if v.0 == sec => {
+                    v.1 = v.1.saturating_add(1);
+                    v.2 = v.2.saturating_add(u32::from(bad));
+                }
+                _ if room => log.volume.push((sec, 1, u32::from(bad))),
+                _ => {}
+            }
+        }
         // Population: every event's group key, for spread and share. Each
         // compiled key is resolved at most once per line, whatever the
         // number of rules sharing it.
@@ -1004,6 +1059,18 @@ impl Engine {
             };
             if let Some(part) = part {
                 self.detectors[ri].seen(&g, &part, t);
+                if self
+                    .hit_log
+                    .as_ref()
+                    .is_some_and(|l| l.sightings.len() < MAX_HIT_LOG)
+                {
+                    let event = self.decoder.event(p);
+                    let pod = resolve_key(&self.rules.keys, "pod", &|k: &str| event.get(k))
+                        .filter(|pod| *pod != g);
+                    if let Some(log) = self.hit_log.as_mut() {
+                        log.sightings.push((ri, g, pod, t));
+                    }
+                }
             }
         }
         let candidate = match p.prefiltered {
@@ -1114,7 +1181,10 @@ impl Engine {
                     sample: &event.text,
                 };
                 self.detectors[ri].observe(&hit);
-                self.log_hit(ri, &group, event.time, &event.text);
+                if self.hit_log.is_some() {
+                    let pod = resolve_key(keys, "pod", &get);
+                    self.log_hit(ri, &group, pod, event.time, &event.text);
+                }
                 if self.is_cluster(ri) {
                     let id = &self.rules.rules[ri].id;
                     self.exports.hit(id, &partition, &group);
@@ -1162,7 +1232,10 @@ impl Engine {
             sample: &event.text,
         };
         self.detectors[ri].observe(&hit);
-        self.log_hit(ri, &group, t, &event.text);
+        if self.hit_log.is_some() {
+            let pod = resolve_key(keys, "pod", &get);
+            self.log_hit(ri, &group, pod, t, &event.text);
+        }
         self.detectors[ri].annotate(&novel.key, &novel.template, Some(novel.level.as_str()));
         let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
         self.evaluate_hit(ri, &novel.key, now, out);

@@ -214,13 +214,7 @@ impl Incident {
                 }
             })
             .collect();
-        let nodes = self.nodes().len();
-        let affected = self.affected().len();
-        let tail = if self.firing() {
-            format!("{nodes} node(s) affected, {affected} still")
-        } else {
-            format!("{nodes} node(s) affected, all recovered")
-        };
+        let tail = affected_text(self.nodes().len(), self.affected().len(), self.firing());
         format!("{} — {tail}", parts.join(" → "))
     }
 
@@ -768,9 +762,52 @@ fn event_time(n: &Notification) -> i64 {
     parse_rfc3339(s).unwrap_or(0)
 }
 
+/// `n nodes`, `1 node`.
+pub fn nodes_text(n: usize) -> String {
+    if n == 1 {
+        "1 node".to_string()
+    } else {
+        format!("{n} nodes")
+    }
+}
+
+/// How many nodes an incident touched and how many are still affected, in
+/// words: "6 nodes, all still affected", "6 nodes affected: 2 still, 4
+/// recovered", "3 nodes affected, all recovered".
+pub fn affected_text(nodes: usize, affected: usize, firing: bool) -> String {
+    match (nodes, firing) {
+        (0, true) => "still firing".to_string(),
+        (0, false) => "recovered".to_string(),
+        (1, true) if affected == 1 => "1 node, still affected".to_string(),
+        (n, true) if affected == n => format!("{n} nodes, all still affected"),
+        (n, true) => format!(
+            "{} affected: {affected} still, {} recovered",
+            nodes_text(n),
+            n - affected
+        ),
+        (n, false) => format!("{} affected, all recovered", nodes_text(n)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn affected_nodes_read_as_words() {
+        assert_eq!(affected_text(6, 6, true), "6 nodes, all still affected");
+        assert_eq!(affected_text(1, 1, true), "1 node, still affected");
+        assert_eq!(
+            affected_text(6, 2, true),
+            "6 nodes affected: 2 still, 4 recovered"
+        );
+        assert_eq!(
+            affected_text(3, 0, false),
+            "3 nodes affected, all recovered"
+        );
+        assert_eq!(affected_text(1, 0, false), "1 node affected, all recovered");
+        assert_eq!(affected_text(0, 0, true), "still firing");
+    }
 
     const RULES: &str = r#"
 rules:
@@ -906,7 +943,7 @@ rules:
         assert_eq!(info.chain[0].state, AlertState::Resolved);
         assert_eq!(
             n.annotations["summary"],
-            "REDIS (recovered) → DRAIN_FAILED on 3 nodes → DRAIN_STUCK on 3 nodes — 3 node(s) affected, 3 still"
+            "REDIS (recovered) → DRAIN_FAILED on 3 nodes → DRAIN_STUCK on 3 nodes — 3 nodes, all still affected"
         );
         assert_eq!(n.labels["incident"], id);
         // Opened once; 12 changes in 4 updates, at most one a minute: the

@@ -75,6 +75,11 @@ pub struct Telemetry {
     exported: Mutex<std::collections::HashSet<Labels>>,
     reload_error: Mutex<Option<String>>,
     status: Mutex<String>,
+    /// `/report`: requests so far, and the last report the live loop
+    /// rendered with the request count it answers.
+    report_wanted: std::sync::atomic::AtomicU64,
+    report: Mutex<(u64, String)>,
+    report_ready: tokio::sync::Notify,
     /// Asked at every `/readyz` when set: whether the source answers now
     /// (Loki), instead of the flag [`Telemetry::set_source`] sets.
     source_check: Mutex<Option<SourceCheck>>,
@@ -145,7 +150,45 @@ impl Telemetry {
             exported: Mutex::new(std::collections::HashSet::new()),
             reload_error: Mutex::new(None),
             status: Mutex::new(String::new()),
+            report_wanted: std::sync::atomic::AtomicU64::new(0),
+            report: Mutex::new((0, String::new())),
+            report_ready: tokio::sync::Notify::new(),
             source_check: Mutex::new(None),
+        }
+    }
+
+    /// How many times `/report` was asked for: the live loop renders a new
+    /// report when this passes the count its last one answered.
+    pub fn report_wanted(&self) -> u64 {
+        self.report_wanted.load(Ordering::Relaxed)
+    }
+
+    /// The live loop's report, answering the requests up to `wanted`.
+    pub fn publish_report(&self, wanted: u64, html: String) {
+        if let Ok(mut r) = self.report.lock() {
+            *r = (wanted, html);
+        }
+        self.report_ready.notify_waiters();
+    }
+
+    /// `/report`: asks the live loop for a fresh report and waits for it
+    /// (up to `wait`); `None` when none came (the loop is busy or the run
+    /// records none).
+    pub async fn fresh_report(&self, wait: std::time::Duration) -> Option<String> {
+        let n = self.report_wanted.fetch_add(1, Ordering::Relaxed) + 1;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let ready = self.report_ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if let Ok(r) = self.report.lock() {
+                if r.0 >= n {
+                    return Some(r.1.clone());
+                }
+            }
+            if tokio::time::timeout_at(deadline, ready).await.is_err() {
+                return None;
+            }
         }
     }
 
@@ -457,7 +500,7 @@ fn router(t: Arc<Telemetry>) -> axum::Router {
             StatusCode::SERVICE_UNAVAILABLE
         }
     };
-    let (r, m, st) = (t.clone(), t.clone(), t.clone());
+    let (r, m, st, rep) = (t.clone(), t.clone(), t.clone(), t.clone());
     let page = crate::report::status_page();
     probes(t)
         .route(
@@ -477,6 +520,29 @@ fn router(t: Arc<Telemetry>) -> axum::Router {
                     ],
                     st.status(),
                 )
+            }),
+        )
+        .route(
+            "/report",
+            axum::routing::get(move || async move {
+                match rep.fresh_report(std::time::Duration::from_secs(5)).await {
+                    Some(html) => (
+                        StatusCode::OK,
+                        [
+                            ("content-type", "text/html; charset=utf-8"),
+                            ("cache-control", "no-store"),
+                        ],
+                        html,
+                    ),
+                    None => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        [
+                            ("content-type", "text/plain; charset=utf-8"),
+                            ("cache-control", "no-store"),
+                        ],
+                        "The report is not ready: the detection loop did not answer within 5 s. Try again.\n".to_string(),
+                    ),
+                }
             }),
         )
         .route(

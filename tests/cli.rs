@@ -521,7 +521,7 @@ fn replay_ends_with_a_plain_summary_when_not_on_a_terminal() {
     assert!(
         err.contains("firing     12 alert(s) at the end")
             && err.contains("incidents  1 opened · 0 resolved · 1 open at the end")
-            && err.contains("6 node(s) still affected"),
+            && err.contains("6 nodes still affected"),
         "{err}"
     );
     assert!(

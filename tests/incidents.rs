@@ -72,8 +72,8 @@ fn the_redis_outage_is_one_incident_instead_of_13_pages() {
     assert_eq!(
         last["annotations"]["summary"],
         "Redis unreachable from many LiveKit nodes (recovered) → LiveKit node failed to mark \
-         itself as draining on 6 nodes → LiveKit node stuck draining on 6 nodes — 6 node(s) \
-         affected, 6 still"
+         itself as draining on 6 nodes → LiveKit node stuck draining on 6 nodes — 6 nodes, \
+         all still affected"
     );
     // The same input gives the same incident id, run after run.
     let again = replay(&["--group-incidents", &fixture("livekit-redis-outage.log")]);

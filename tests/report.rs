@@ -182,6 +182,190 @@ fn a_long_busy_replay_gives_a_small_report_that_still_renders() {
     assert!(hits > 60 && hits <= 2 * 30 * 601, "{hits} hit marks");
 }
 
+/// The text content of elements whose class attribute starts with
+/// `prefix` (up to the first child element).
+fn texts(dom: &str, tag: &str, prefix: &str) -> Vec<String> {
+    dom.split(&format!("<{tag} "))
+        .skip(1)
+        .filter_map(|p| {
+            let end = p.find('>')?;
+            if !p[..end].contains(&format!("class=\"{prefix}")) {
+                return None;
+            }
+            let body = &p[end + 1..];
+            Some(body[..body.find('<').unwrap_or(body.len())].to_string())
+        })
+        .collect()
+}
+
+/// The DOM of `url` in a window `width` pixels wide.
+fn dump_dom_at(url: &str, width: u32) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium())
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.path().display()),
+            &format!("--window-size={width},900"),
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            url,
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed on {url}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn report_of(fixture_name: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let report = dir.join(format!("{fixture_name}.html"));
+    let out = Command::new(BIN)
+        .args(["replay", "--no-summary", "--log-level", "error", "--report"])
+        .arg(&report)
+        .arg(fixture(&format!("{fixture_name}.log")))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
+/// The numeric `attr` of the first element whose class starts with `prefix`.
+fn first_attr(dom: &str, tag: &str, prefix: &str, attr: &str) -> f64 {
+    let piece = dom
+        .split(&format!("<{tag} "))
+        .skip(1)
+        .find(|p| p[..p.find('>').unwrap_or(p.len())].contains(&format!("class=\"{prefix}")))
+        .unwrap_or_else(|| panic!("no <{tag} class={prefix}…>"));
+    let key = format!(" {attr}=\"");
+    let head = format!(" {}", &piece[..piece.find('>').unwrap()]);
+    let i = head.find(&key).unwrap() + key.len();
+    head[i..i + head[i..].find('"').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn the_report_labels_bars_rounds_ticks_names_pods_and_shows_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = report_of("livekit-redis-outage", dir.path());
+    let dom = dump_dom(&format!("file://{}", report.display()), 2000);
+
+    // Every alert bar carries its rule and severity.
+    let labels = texts(&dom, "text", "alert-label");
+    assert_eq!(labels.len(), 13, "{labels:?}");
+    assert_eq!(
+        labels
+            .iter()
+            .filter(|l| *l == "livekit.drain_stuck · critical")
+            .count(),
+        6,
+        "{labels:?}"
+    );
+    assert!(labels.contains(&"livekit.redis_unreachable · critical".to_string()));
+
+    // Round ticks (a 35-minute window: every 5 minutes), with the date and
+    // the zone.
+    let ticks = texts(&dom, "text", "tick-label");
+    assert!(ticks.len() >= 4, "{ticks:?}");
+    for t in &ticks {
+        let (h, m) = t.split_once(':').unwrap();
+        assert!(h.len() == 2 && m.len() == 2, "{t}");
+        assert_eq!(
+            m.parse::<u32>().unwrap() % 5,
+            0,
+            "not a round tick: {ticks:?}"
+        );
+    }
+    assert!(texts(&dom, "text", "tick-date").contains(&"2025-07-01".to_string()));
+    assert!(texts(&dom, "text", "zone").contains(&"time (UTC)".to_string()));
+
+    // Each node's lane names its pod.
+    let lanes = attrs(&dom, "g", "lane", "data-lane");
+    let pods = attrs(&dom, "g", "lane", "data-pod");
+    assert_eq!(pods.len(), 6, "{lanes:?} {pods:?}");
+    assert!(
+        pods.iter().all(|p| p.starts_with("livekit-server-")),
+        "{pods:?}"
+    );
+    assert!(dom.contains("livekit-server-1c17149d4-wfxmw"));
+
+    // The baseline: the volume of all lines starts ten minutes before the
+    // first signature hit (the fixture's quiet start).
+    let first_volume = first_attr(&dom, "rect", "vol", "x");
+    let first_hit = first_attr(&dom, "rect", "hit", "x");
+    assert!(
+        first_hit - first_volume > 100.0,
+        "volume from x={first_volume}, first hit at x={first_hit}"
+    );
+    assert!(
+        dom.contains("4,092 lines"),
+        "the volume lane counts every line"
+    );
+}
+
+#[test]
+fn a_black_hole_stands_out_against_every_healthy_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = report_of("egress-black-hole", dir.path());
+    let dom = dump_dom(&format!("file://{}", report.display()), 2000);
+    let lanes = attrs(&dom, "g", "lane", "data-lane");
+    // The bad node and its three healthy peers, which have no hit at all.
+    for node in [
+        "NE_2rANN76DeYtZ",
+        "NE_4soCmZ9cpvnp",
+        "NE_hOoSfAqFdpRa",
+        "NE_tGADdzfLrjMc",
+    ] {
+        assert!(
+            lanes.iter().any(|l| l == node),
+            "no lane for {node}: {lanes:?}"
+        );
+    }
+    assert_eq!(lanes.len(), 5, "cluster + 4 nodes: {lanes:?}");
+    assert!(
+        count_class_prefix(&dom, "rect", "seen") > 30,
+        "peers drawn alive"
+    );
+    let subs = texts(&dom, "text", "lane-sub");
+    assert!(
+        subs.iter().any(|s| s.contains("100% of egress.black_hole")),
+        "{subs:?}"
+    );
+    assert_eq!(
+        subs.iter().filter(|s| s.contains("0 hits · peer")).count(),
+        3,
+        "{subs:?}"
+    );
+    // The share alert is drawn on the node it names.
+    let dom_black = dom.split("data-lane=\"NE_2rANN76DeYtZ\"").nth(1).unwrap();
+    let lane = &dom_black[..dom_black.find("</g>").unwrap()];
+    assert!(lane.contains("egress.black_hole · critical"), "{lane}");
+}
+
+#[test]
+fn the_chart_is_as_wide_as_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = report_of("egress-black-hole", dir.path());
+    let url = format!("file://{}", report.display());
+    let width = |dom: &str| -> f64 {
+        let i = dom.find("<svg ").unwrap();
+        let head = &dom[i..i + dom[i..].find('>').unwrap()];
+        let k = head.find(" width=\"").unwrap() + 8;
+        head[k..k + head[k..].find('"').unwrap()].parse().unwrap()
+    };
+    let narrow = width(&dump_dom_at(&url, 1000));
+    let wide = width(&dump_dom_at(&url, 1800));
+    assert!(narrow > 800.0 && narrow < 1000.0, "{narrow}");
+    assert!(wide > 1600.0 && wide < 1800.0, "{wide}");
+}
+
 /// A plain HTTP GET on 127.0.0.1: (status, body).
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -253,6 +437,20 @@ fn the_live_status_page_shows_the_incident_and_the_firing_alerts_per_node() {
         status["incidents"][0]["id"].as_str().unwrap(),
         "the page shows the API's incident"
     );
-    assert!(dom.contains("6 node(s) affected, 6 still"));
+    assert!(dom.contains("6 nodes, all still affected"));
+    // Ages by the wall clock, and a link to the report of the run.
+    let ages = texts(&dom, "span", "age");
+    assert_eq!(ages.len(), 12, "{ages:?}");
+    assert!(
+        ages.iter().all(|a| a.starts_with("firing for ")),
+        "{ages:?}"
+    );
+    assert!(dom.contains("href=\"report\""));
+    let (code, html) = get(port, "/report").unwrap();
+    assert_eq!(code, 200);
+    assert!(html.contains("sigwatch report — live — stdin"));
+    let dom = dump_dom(&format!("http://127.0.0.1:{port}/report"), 3000);
+    assert_eq!(count_class_prefix(&dom, "text", "alert-label"), 13);
+    assert_eq!(attrs(&dom, "g", "lane", "data-lane").len(), 7);
     drop(stdin);
 }

@@ -155,6 +155,12 @@ impl Delivery {
         self
     }
 
+    /// Also records the live report of `run` (`/report`).
+    pub fn with_live_recorder(mut self, set: &RuleSet) -> Delivery {
+        self.recorder = Some(Recorder::live(set));
+        self
+    }
+
     /// New rules: new links for incidents still to come.
     pub fn set_rules(&mut self, set: &RuleSet) {
         self.incidents.set_rules(set);

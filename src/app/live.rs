@@ -217,6 +217,10 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     if addr != "none" {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(listener) => {
+                // The status page links to a report of this run, rendered
+                // when asked for.
+                d = d.with_live_recorder(engine.rules());
+                engine.record_hits(true, false);
                 tracing::info!(
                     addr,
                     "Serving /healthz, /readyz, /metrics, and the status page at /."
@@ -402,6 +406,7 @@ async fn drive(
     let mut clock: Option<(i64, i64)> = None;
     let mut newest_entry: Option<i64> = None;
     let mut shutdown = Box::pin(shutdown_signal());
+    let mut report_answered = 0u64;
     loop {
         let mut moved = true;
         tokio::select! {
@@ -449,8 +454,15 @@ async fn drive(
                 }
             },
             Some(why) = reloads.recv() => {
+                if let Some(r) = d.recorder.as_mut() {
+                    r.record(engine.take_recording());
+                }
                 reload(&p, why, &mut engine, &telemetry, &mut out);
                 d.set_rules(engine.rules());
+                if d.recorder.is_some() {
+                    // Rule indices changed: the report starts again.
+                    d.recorder = Some(crate::report::Recorder::live(engine.rules()));
+                }
             },
             _ = tick.tick() => {
                 moved = false;
@@ -470,6 +482,15 @@ async fn drive(
                     exports: engine.exports(),
                     shard_skipped: crate::stats::shard_skipped(),
                 });
+                let wanted = telemetry.report_wanted();
+                if let Some(r) = d.recorder.as_mut() {
+                    if wanted > report_answered {
+                        r.record(engine.take_recording());
+                        let title = format!("live — {}", telemetry.source());
+                        telemetry.publish_report(wanted, r.render(&d.incidents, &title));
+                        report_answered = wanted;
+                    }
+                }
             },
             _ = &mut shutdown => {
                 tracing::info!(deadline = %p.shutdown_timeout, "Signal received; draining deliveries (a second signal exits at once).");
@@ -483,6 +504,9 @@ async fn drive(
             }
         }
         let notified = !out.is_empty();
+        if let Some(r) = d.recorder.as_mut() {
+            r.record(engine.take_recording());
+        }
         d.deliver(&mut out, engine.watermark()).await;
         telemetry.beat();
         if d.dispatcher.all_gone() {

@@ -40,7 +40,7 @@ pub async fn replay(
     let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
     if report.is_some() {
         d = d.with_recorder(engine.rules());
-        engine.record_hits(true);
+        engine.record_hits(true, true);
     }
     let mut out = Vec::new();
     let input = crate::source::replay::open(&files, crate::decode::peek_time)?;
@@ -71,7 +71,7 @@ pub async fn replay(
         lines += engine.push_block(&input.sources, &block, &hints, &mut out);
         bytes = block.consumed;
         if let Some(r) = d.recorder.as_mut() {
-            r.hits(engine.take_hits());
+            r.record(engine.take_recording());
         }
         if let Some(bar) = &bar {
             bar.set_position(bytes);
@@ -98,7 +98,7 @@ pub async fn replay(
         .map_err(|_| AppError::Setup("the reader thread panicked".into()))?;
     engine.finish(&mut out);
     if let Some(r) = d.recorder.as_mut() {
-        r.hits(engine.take_hits());
+        r.record(engine.take_recording());
     }
     tally(&out, &mut alerts);
     d.deliver(&mut out, engine.watermark()).await;
@@ -300,10 +300,10 @@ fn summary(
         for inc in open.iter().take(5) {
             let _ = writeln!(
                 o,
-                "           {}  {} — {} node(s) still affected",
+                "           {}  {} — {} still affected",
                 inc.id,
                 inc.title(),
-                inc.affected().len()
+                crate::incident::nodes_text(inc.affected().len())
             );
         }
     }

@@ -12,7 +12,7 @@
 
 use crate::alert::{AlertState, Notification};
 use crate::decode::time::{format_rfc3339, parse_rfc3339};
-use crate::engine::HitRecord;
+use crate::engine::{HitRecord, Recording};
 use crate::incident::Incidents;
 use crate::rules::RuleSet;
 use serde::Serialize;
@@ -34,6 +34,9 @@ const MAX_LANES: usize = 400;
 const MAX_ALERTS: usize = 5_000;
 /// Sample lines kept per lane and rule.
 const SAMPLES_PER_SERIES: usize = 24;
+/// Sample lines kept per lane and rule by the live report (at most 400
+/// lanes × rules × 8 lines of 400 bytes).
+const LIVE_SAMPLES_PER_SERIES: usize = 8;
 
 #[derive(Debug, Clone)]
 struct RuleMeta {
@@ -41,6 +44,7 @@ struct RuleMeta {
     title: String,
     severity: String,
     cluster: bool,
+    kind: &'static str,
 }
 
 /// Sample lines spread over time: when full, every other one goes and the
@@ -52,14 +56,14 @@ struct Spread {
 }
 
 impl Spread {
-    fn offer(&mut self, t: i64, line: &str) {
+    fn offer(&mut self, t: i64, line: &str, most: usize) {
         if let Some((last, _)) = self.kept.last() {
             if t < last.saturating_add(self.gap) {
                 return;
             }
         }
         self.kept.push((t, line.to_string()));
-        if self.kept.len() > SAMPLES_PER_SERIES {
+        if self.kept.len() > most {
             let mut i = 0;
             self.kept.retain(|_| {
                 i += 1;
@@ -99,6 +103,18 @@ pub struct Recorder {
     hits: u64,
     lanes_merged: u64,
     alerts_omitted: u64,
+    /// The pod of each lane's lines (the first seen), by lane.
+    pods: HashMap<u32, String>,
+    /// Population sightings by lane, rule and bucket: a peer that is alive.
+    seen: HashMap<(u32, u32, i64), u64>,
+    /// Hits per rule: only the peers of rules that saw something are drawn.
+    rule_hits: HashMap<u32, u64>,
+    /// Lines (and error lines) per bucket, over the whole input.
+    volume: HashMap<i64, (u64, u64)>,
+    /// Whether the volume counts error lines.
+    levels: bool,
+    /// Sample lines kept per lane and rule.
+    samples_per_series: usize,
 }
 
 impl Recorder {
@@ -112,6 +128,7 @@ impl Recorder {
                 title: r.title.clone(),
                 severity: r.severity.as_str().to_string(),
                 cluster: r.detect.speaks_for_many(),
+                kind: r.detect.kind(),
             })
             .collect();
         let mut r = Recorder {
@@ -127,9 +144,24 @@ impl Recorder {
             hits: 0,
             lanes_merged: 0,
             alerts_omitted: 0,
+            pods: HashMap::new(),
+            seen: HashMap::new(),
+            rule_hits: HashMap::new(),
+            volume: HashMap::new(),
+            levels: false,
+            samples_per_series: SAMPLES_PER_SERIES,
         };
         r.lane(CLUSTER_LANE);
         r
+    }
+
+    /// A recorder for the live report of `run` (`/report`): as [`Recorder::new`]
+    /// with fewer sample lines, as it lives as long as the process.
+    pub fn live(set: &RuleSet) -> Recorder {
+        Recorder {
+            samples_per_series: LIVE_SAMPLES_PER_SERIES,
+            ..Recorder::new(set)
+        }
     }
 
     fn lane(&mut self, name: &str) -> usize {
@@ -152,28 +184,76 @@ impl Recorder {
         });
     }
 
-    /// Takes the hits of one block ([`crate::engine::Engine::take_hits`]).
+    /// Takes what the engine recorded over one block
+    /// ([`crate::engine::Engine::take_recording`]).
+    pub fn record(&mut self, rec: Recording) {
+        self.hits(rec.hits);
+        for (rule, group, pod, t) in rec.sightings {
+            let lane = self.lane(&group) as u32;
+            if let Some(pod) = pod {
+                self.pods.entry(lane).or_insert(pod);
+            }
+            self.widen(t);
+            *self
+                .seen
+                .entry((lane, rule as u32, t.div_euclid(self.width)))
+                .or_default() += 1;
+            self.coarsen();
+        }
+        for (sec, lines, errors) in rec.volume {
+            let t = sec.saturating_mul(1_000_000_000);
+            self.widen(t);
+            self.levels |= errors > 0;
+            let v = self.volume.entry(t.div_euclid(self.width)).or_default();
+            v.0 += u64::from(lines);
+            v.1 += u64::from(errors);
+            self.coarsen();
+        }
+    }
+
+    /// Takes signature hits.
     pub fn hits(&mut self, hits: Vec<HitRecord>) {
         for h in hits {
             let lane = self.lane(&h.group) as u32;
             let rule = h.rule as u32;
             self.hits += 1;
+            *self.rule_hits.entry(rule).or_default() += 1;
             self.widen(h.time);
+            if let Some(pod) = h.pod {
+                self.pods.entry(lane).or_insert(pod);
+            }
             *self
                 .buckets
                 .entry((lane, rule, h.time.div_euclid(self.width)))
                 .or_default() += 1;
-            self.samples
-                .entry((lane, rule))
-                .or_default()
-                .offer(h.time, &h.line);
-            if self.buckets.len() > MAX_BUCKETS {
-                self.width = self.width.saturating_mul(2);
-                let old = std::mem::take(&mut self.buckets);
-                for ((l, r, b), n) in old {
-                    *self.buckets.entry((l, r, b.div_euclid(2))).or_default() += n;
-                }
-            }
+            self.samples.entry((lane, rule)).or_default().offer(
+                h.time,
+                &h.line,
+                self.samples_per_series,
+            );
+            self.coarsen();
+        }
+    }
+
+    /// Doubles the bucket width when the buckets outgrow their bound.
+    fn coarsen(&mut self) {
+        if self.buckets.len() + self.seen.len() + self.volume.len() <= MAX_BUCKETS {
+            return;
+        }
+        self.width = self.width.saturating_mul(2);
+        let old = std::mem::take(&mut self.buckets);
+        for ((l, r, b), n) in old {
+            *self.buckets.entry((l, r, b.div_euclid(2))).or_default() += n;
+        }
+        let old = std::mem::take(&mut self.seen);
+        for ((l, r, b), n) in old {
+            *self.seen.entry((l, r, b.div_euclid(2))).or_default() += n;
+        }
+        let old = std::mem::take(&mut self.volume);
+        for (b, (n, e)) in old {
+            let v = self.volume.entry(b.div_euclid(2)).or_default();
+            v.0 += n;
+            v.1 += e;
         }
     }
 
@@ -193,11 +273,15 @@ impl Recorder {
                 }
                 let start = parse_rfc3339(&n.starts_at).unwrap_or(0);
                 self.widen(start);
-                let lane_name = if self.rules[rule].cluster {
-                    CLUSTER_LANE
-                } else {
-                    n.group.as_str()
-                };
+                // A cluster-wide alert that names a node (a share rule's
+                // black hole) goes to that node's lane; the rest (spread,
+                // novelty) to the cluster lane.
+                let lane_name =
+                    if self.rules[rule].cluster && !self.lane_of.contains_key(n.group.as_str()) {
+                        CLUSTER_LANE
+                    } else {
+                        n.group.as_str()
+                    };
                 let lane = self.lane(lane_name);
                 self.open.insert(n.fingerprint.clone(), self.alerts.len());
                 self.alerts.push(AlertBar {
@@ -262,6 +346,73 @@ impl Recorder {
             .into_iter()
             .map(|((l, r, b), n)| [i64::from(l), i64::from(r), b, n as i64])
             .collect();
+        let bucket_of = |b: i64| (b * self.width - t0).div_euclid(drawn);
+        // The peers of the population rules that saw something: a node
+        // alive without a hit is the healthy peer a black hole stands out
+        // against.
+        // A group seen by its pod name (its lines before the node ID came)
+        // is drawn on the lane of the node that pod runs.
+        // Only lanes drawn for themselves name a pod: those with hits win,
+        // then peers of rules that saw something (never a group seen only
+        // by a rule that saw nothing, such as an upstream on the same pod).
+        let mut with_hits: std::collections::HashSet<u32> = std::collections::HashSet::new();
+        for (l, _, _) in self.buckets.keys() {
+            with_hits.insert(*l);
+        }
+        let mut lane_of_pod: HashMap<&str, u32> = HashMap::new();
+        for (l, r, _) in self.seen.keys() {
+            if self.rule_hits.contains_key(r) && !with_hits.contains(l) {
+                if let Some(p) = self.pods.get(l) {
+                    lane_of_pod.entry(p.as_str()).or_insert(*l);
+                }
+            }
+        }
+        for l in &with_hits {
+            if let Some(p) = self.pods.get(l) {
+                lane_of_pod.insert(p.as_str(), *l);
+            }
+        }
+        let mut seen: BTreeMap<(u32, i64), u64> = BTreeMap::new();
+        let mut seen_rules: Vec<Vec<u32>> = vec![Vec::new(); self.lanes.len()];
+        for ((l, r, b), n) in &self.seen {
+            if !self.rule_hits.contains_key(r) {
+                continue;
+            }
+            let l = self
+                .lanes
+                .get(*l as usize)
+                .and_then(|name| lane_of_pod.get(name.as_str()))
+                .unwrap_or(l);
+            *seen.entry((*l, bucket_of(*b))).or_default() += n;
+            if let Some(v) = seen_rules.get_mut(*l as usize) {
+                if !v.contains(r) {
+                    v.push(*r);
+                    v.sort_unstable();
+                }
+            }
+        }
+        let seen: Vec<[i64; 3]> = seen
+            .into_iter()
+            .map(|((l, b), n)| [i64::from(l), b, n as i64])
+            .collect();
+        let mut volume: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+        for (b, (n, e)) in &self.volume {
+            let v = volume.entry(bucket_of(*b)).or_default();
+            v.0 += n;
+            v.1 += e;
+        }
+        let volume: Vec<[i64; 3]> = volume
+            .into_iter()
+            .map(|(b, (n, e))| [b, n as i64, e as i64])
+            .collect();
+        let pods: Vec<Option<&String>> = (0..self.lanes.len())
+            .map(|i| {
+                self.pods
+                    .get(&(i as u32))
+                    .filter(|p| lane_of_pod.get(p.as_str()) == Some(&(i as u32)))
+            })
+            .collect();
+
         let mut samples: Vec<serde_json::Value> = self
             .samples
             .iter()
@@ -310,9 +461,16 @@ impl Recorder {
             "t0": t0 / 1_000_000,
             "duration": ms(t1 - t0),
             "bucket": ms(drawn),
+            "zone": "UTC",
             "lanes": self.lanes,
+            "pods": pods,
+            "seen": seen,
+            "seen_rules": seen_rules,
+            "volume": volume,
+            "levels": self.levels,
             "rules": self.rules.iter().map(|r| serde_json::json!({
                 "id": r.id, "title": r.title, "severity": r.severity, "cluster": r.cluster,
+                "kind": r.kind,
             })).collect::<Vec<_>>(),
             "hits": hits,
             "samples": samples,
@@ -381,6 +539,9 @@ pub fn escape(s: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Board {
     firing: BTreeMap<String, Notification>,
+    /// When each firing alert first fired here, by the wall clock (ns): the
+    /// page's "firing for", never mixed with the lines' event time.
+    fired: HashMap<String, i64>,
 }
 
 impl Board {
@@ -398,7 +559,12 @@ impl Board {
 
     /// Restores [`Board::save`].
     pub fn restore(&mut self, firing: Vec<Notification>) {
+        let now = crate::clock::wall_ns();
         for n in firing.into_iter().take(MAX_ALERTS) {
+            // The wall time it fired is not saved: its first line's time
+            // stands for it (live input is about now), never the future.
+            let at = parse_rfc3339(&n.starts_at).map_or(now, |t| t.min(now));
+            self.fired.insert(n.fingerprint.clone(), at);
             self.firing.insert(n.fingerprint.clone(), n);
         }
     }
@@ -411,11 +577,15 @@ impl Board {
         match n.state {
             AlertState::Firing => {
                 if self.firing.len() < MAX_ALERTS || self.firing.contains_key(&n.fingerprint) {
+                    self.fired
+                        .entry(n.fingerprint.clone())
+                        .or_insert_with(crate::clock::wall_ns);
                     self.firing.insert(n.fingerprint.clone(), n.clone());
                 }
             }
             AlertState::Resolved => {
                 self.firing.remove(&n.fingerprint);
+                self.fired.remove(&n.fingerprint);
             }
         }
     }
@@ -432,12 +602,15 @@ impl Board {
                 "nodes": i.nodes(), "affected": i.affected(), "alerts": i.members.len(),
             })
         };
+        let now = crate::clock::wall_ns();
         serde_json::json!({
-            "generated": format_rfc3339(crate::clock::wall_ns()),
+            "generated": format_rfc3339(now),
             "source": source,
             "firing": firing.iter().map(|n| serde_json::json!({
                 "rule": n.rule, "title": n.title, "severity": n.severity, "group": n.group,
                 "starts_at": n.starts_at,
+                "fired_at": format_rfc3339(self.fired.get(&n.fingerprint).copied().unwrap_or(now)),
+                "last_line_at": n.last_seen,
                 "summary": n.annotations.get("summary").cloned().unwrap_or_else(|| n.title.clone()),
                 "nodes": n.top_groups.iter().map(|g| g.group.clone()).collect::<Vec<_>>(),
                 "incident": incident_of(&n.fingerprint),
@@ -484,6 +657,7 @@ rules:
         HitRecord {
             rule,
             group: group.into(),
+            pod: Some(format!("pod-{group}")),
             time: t,
             line: format!("line {t} </script><b>"),
         }
@@ -565,6 +739,55 @@ rules:
             "a line cannot close the script"
         );
         assert!(html.contains("<\\/script><b>"));
+    }
+
+    #[test]
+    fn peers_of_rules_that_saw_something_are_drawn_with_their_pods() {
+        let set = set();
+        let mut r = Recorder::new(&set);
+        r.record(Recording {
+            hits: vec![hit(1, "n1", 5 * S)],
+            // n2 is alive in the population of `wide`, which has a hit; n3
+            // only in that of `a`, which saw nothing: not drawn.
+            sightings: vec![
+                (1, "n2".into(), Some("pod-n2".into()), 6 * S),
+                (0, "n3".into(), Some("pod-n3".into()), 7 * S),
+                // n1's pod seen before its node ID: drawn on n1's lane.
+                (1, "pod-n1".into(), None, S),
+            ],
+            volume: vec![(0, 10, 2), (9, 5, 0)],
+            levels: true,
+        });
+        let inc = Incidents::new(&set, IncidentConfig::default());
+        let d = r.data(&inc, "t");
+        let lanes: Vec<&str> = d["lanes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let at = |name: &str| lanes.iter().position(|l| *l == name).unwrap() as i64;
+        let seen: Vec<(i64, i64)> = d["seen"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s[0].as_i64().unwrap(), s[2].as_i64().unwrap()))
+            .collect();
+        assert!(seen.contains(&(at("n2"), 1)), "{seen:?}");
+        assert!(seen.contains(&(at("n1"), 1)), "{seen:?}");
+        assert!(!seen.iter().any(|s| s.0 == at("n3")), "{seen:?}");
+        assert_eq!(d["pods"][at("n1") as usize], "pod-n1");
+        assert_eq!(d["pods"][at("n2") as usize], "pod-n2");
+        // The volume spans the input: 0 s to 9 s, before the first hit.
+        let lines: i64 = d["volume"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v[1].as_i64().unwrap())
+            .sum();
+        assert_eq!(lines, 15);
+        assert_eq!(d["levels"], true);
+        assert_eq!(d["duration"], 9_000);
     }
 
     #[test]

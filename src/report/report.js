@@ -1,12 +1,20 @@
-// Draws the replay report from the JSON in #data: lanes, hit density,
-// alert bars, incident outlines, and sample lines on click. No network.
+// Draws the report from the JSON in #data: the volume of all lines (the
+// baseline before the first hit), one lane per node with its pod, hit
+// density per rule, population sightings (peers alive without hits),
+// labelled alert bars, incident outlines, and sample lines on click. The
+// chart is as wide as the window and redrawn when it changes. No network.
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("data").textContent);
   var NS = "http://www.w3.org/2000/svg";
   var PALETTE = ["#3e9bff", "#a970ff", "#2dd4bf", "#f472b6", "#facc15", "#fb923c",
     "#60a5fa", "#34d399", "#c084fc", "#f87171", "#a3e635", "#22d3ee"];
-  var LABEL = 200, WIDTH = 1400, PLOT = WIDTH - LABEL - 20, TOP = 26;
+  var LABEL = 230, TOP = 38, VOLUME = 40;
+  var HIT = 9, SEEN = 5, BAR = 14, PAD = 6, CHAR = 6.1, MIN_LANE = 32;
+  var STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+    21600, 43200, 86400, 172800, 604800].map(function (s) { return s * 1000; });
+  var chart = document.getElementById("chart");
+  var WIDTH, PLOT;
 
   function el(name, attrs, parent) {
     var e = document.createElementNS(NS, name);
@@ -22,30 +30,49 @@
     return e;
   }
   function x(ms) { return LABEL + (D.duration > 0 ? ms / D.duration : 0) * PLOT; }
-  function when(ms) { return new Date(D.t0 + ms).toISOString().replace("T", " ").replace(".000Z", "Z"); }
+  function iso(ms) { return new Date(D.t0 + ms).toISOString(); }
+  function when(ms) { return iso(ms).replace("T", " ").replace(".000Z", "Z").replace("Z", " UTC"); }
   function title(node, text) { el("title", {}, node).textContent = text; }
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
 
   // Summary: the incidents first, then the counts.
   var summary = document.getElementById("summary");
-  h("h2", "", D.incidents.length + " incident(s) · " + D.counts.alerts + " alert(s) · " +
-    D.counts.hits + " signature hit(s) · " + D.start + " → " + D.end, summary);
+  h("h2", "", plural(D.incidents.length, "incident", "incidents") + " · " +
+    plural(D.counts.alerts, "alert", "alerts") + " · " +
+    plural(D.counts.hits, "signature hit", "signature hits") + " · " +
+    when(0) + " → " + when(D.duration), summary);
   D.incidents.forEach(function (inc) {
     var c = h("div", "card incident-card sev-" + inc.severity + (inc.end === null ? "" : " resolved"), undefined, summary);
     c.setAttribute("data-incident", inc.id);
     h("div", "title", inc.title, c);
     h("div", "story", inc.story, c);
     h("div", "meta", inc.id + " · " + when(inc.start) + " → " + (inc.end === null ? "still open" : when(inc.end)) +
-      " · " + inc.alerts.length + " alert(s) · nodes: " + inc.nodes.join(", "), c);
+      " · " + plural(inc.alerts.length, "alert", "alerts") + " · nodes: " +
+      inc.nodes.map(function (n) { var i = D.lanes.indexOf(n); return D.pods[i] ? n + " (" + D.pods[i] + ")" : n; })
+        .join(", "), c);
   });
 
+  // Hits per lane and rule, sightings per lane.
+  var laneHits = {}, laneRules = {}, laneSeen = {}, ruleHits = {}, laneRuleHits = {};
+  D.hits.forEach(function (t) {
+    laneHits[t[0]] = (laneHits[t[0]] || 0) + t[3];
+    ruleHits[t[1]] = (ruleHits[t[1]] || 0) + t[3];
+    laneRuleHits[t[0] + "/" + t[1]] = (laneRuleHits[t[0] + "/" + t[1]] || 0) + t[3];
+    var r = laneRules[t[0]] = laneRules[t[0]] || [];
+    if (r.indexOf(t[1]) < 0) r.push(t[1]);
+  });
+  D.seen.forEach(function (s) { laneSeen[s[0]] = true; });
+  Object.keys(laneRules).forEach(function (l) { laneRules[l].sort(function (a, b) { return a - b; }); });
+
   var lanes = D.lanes.filter(function (name, i) {
-    // The cluster lane always shows; other lanes only with something on them.
-    return i === 0 || D.hits.some(function (t) { return t[0] === i; }) ||
-      D.alerts.some(function (a) { return a.lane === i; });
+    // The cluster lane always shows; other lanes with something on them:
+    // a hit, an alert, or a sighting as a peer of a population rule.
+    return i === 0 || laneHits[i] || laneSeen[i] || D.alerts.some(function (a) { return a.lane === i; });
   });
 
   // Lanes of one incident next to each other (so its outline covers only
-  // its own), in the order the incidents started; the rest by name.
+  // its own), in the order the incidents started; then the peers of the
+  // population rules; the rest by name.
   var rank = {};
   D.incidents.forEach(function (inc, k) {
     inc.alerts.forEach(function (a) {
@@ -60,113 +87,200 @@
     return ra !== rb ? ra - rb : (a < b ? -1 : a > b ? 1 : 0);
   });
 
-  // Each lane: one thin row per rule with hits there, then its alert bars,
-  // packed into as few rows as do not overlap.
-  var HIT = 9, BAR = 10, PAD = 6;
-  var layout = {};
-  lanes.forEach(function (name) {
-    var li = D.lanes.indexOf(name);
-    var rules = [];
-    D.hits.forEach(function (t) { if (t[0] === li && rules.indexOf(t[1]) < 0) rules.push(t[1]); });
-    rules.sort(function (a, b) { return a - b; });
-    var ends = [], slot = {};
-    D.alerts.map(function (a, i) { return i; })
-      .filter(function (i) { return D.alerts[i].lane === li; })
-      .sort(function (a, b) { return D.alerts[a].start - D.alerts[b].start; })
-      .forEach(function (i) {
-        var a = D.alerts[i], end = a.end === null ? D.duration : a.end, s = 0;
-        while (s < ends.length && ends[s] > a.start) s++;
-        ends[s] = end;
-        slot[i] = s;
+  function barText(a) { return D.rules[a.rule].id + " · " + a.severity; }
+
+  function draw() {
+    WIDTH = Math.max(720, chart.clientWidth || 0);
+    PLOT = WIDTH - LABEL - 20;
+    chart.textContent = "";
+
+    // Each lane: one thin row per rule with hits there, a row of sightings
+    // if it is a peer of a population rule, then its alert bars, packed
+    // into as few rows as do not overlap, their labels included.
+    var layout = {};
+    lanes.forEach(function (name) {
+      var li = D.lanes.indexOf(name);
+      var rules = laneRules[li] || [];
+      var ends = [], slot = {}, inside = {};
+      D.alerts.map(function (a, i) { return i; })
+        .filter(function (i) { return D.alerts[i].lane === li; })
+        .sort(function (a, b) { return D.alerts[a].start - D.alerts[b].start; })
+        .forEach(function (i) {
+          var a = D.alerts[i], x0 = x(a.start), x1 = x(a.end === null ? D.duration : a.end);
+          var text = barText(a).length * CHAR + 8;
+          inside[i] = x1 - x0 >= text;
+          var end = inside[i] ? x1 : Math.max(x0 + 3, x1) + text, s = 0;
+          while (s < ends.length && ends[s] > x0) s++;
+          ends[s] = end + 2;
+          slot[i] = s;
+        });
+      var body = PAD * 2 + rules.length * HIT + (laneSeen[li] ? SEEN + 2 : 0) + ends.length * BAR + 2;
+      var labelRows = D.pods[li] ? 3 : 2;
+      layout[li] = { rules: rules, slot: slot, inside: inside,
+        height: Math.max(MIN_LANE + 12 * (labelRows - 2), body) };
+    });
+    var top = {}, y = TOP + VOLUME;
+    lanes.forEach(function (name) { var li = D.lanes.indexOf(name); top[li] = y; y += layout[li].height; });
+    var height = y + 10;
+    var svg = el("svg", { width: WIDTH, height: height, viewBox: "0 0 " + WIDTH + " " + height, id: "timeline" });
+    chart.appendChild(svg);
+
+    // Time axis: round steps (at least 90 px apart) in UTC, the date on the
+    // first tick and wherever the day changes.
+    var axis = el("g", { "class": "axis" }, svg);
+    var step = STEPS[STEPS.length - 1];
+    for (var s = 0; s < STEPS.length; s++) {
+      if (D.duration / STEPS[s] * 90 <= PLOT) { step = STEPS[s]; break; }
+    }
+    var zone = el("text", { "class": "zone", x: 8, y: TOP - 10 }, axis);
+    zone.textContent = "time (" + D.zone + ")";
+    var lastDay = iso(0).substr(0, 10);
+    var date = el("text", { "class": "tick-date", x: 8, y: TOP - 24 }, axis);
+    date.textContent = lastDay;
+    var first = Math.ceil(D.t0 / step) * step;
+    for (var t = first; t <= D.t0 + D.duration; t += step) {
+      var px = x(t - D.t0), stamp = new Date(t).toISOString();
+      el("line", { "class": "tick", x1: px, x2: px, y1: TOP - 6, y2: height - 6 }, axis);
+      var label = el("text", { "class": "tick-label", x: px, y: TOP - 10, "text-anchor": "middle" }, axis);
+      label.textContent = step < 60000 ? stamp.substr(11, 8) : stamp.substr(11, 5);
+      var day = stamp.substr(0, 10);
+      if (day !== lastDay) {
+        var d = el("text", { "class": "tick-date", x: px, y: TOP - 24, "text-anchor": "middle" }, axis);
+        d.textContent = day;
+        lastDay = day;
+      }
+    }
+
+    // The volume of all lines: the baseline before the first hit.
+    var vol = el("g", { "class": "volume" }, svg);
+    var vmax = 1, lines = 0, errors = 0;
+    D.volume.forEach(function (v) { vmax = Math.max(vmax, v[1]); lines += v[1]; errors += v[2]; });
+    var vlabel = el("text", { "class": "lane-label", x: 8, y: TOP + 14 }, vol);
+    vlabel.textContent = "all lines";
+    var vsub = el("text", { "class": "lane-sub", x: 8, y: TOP + 27 }, vol);
+    vsub.textContent = lines.toLocaleString("en-US") + " lines" +
+      (D.levels ? " · " + errors.toLocaleString("en-US") + " errors" : "");
+    var bw = Math.max(1.5, PLOT * D.bucket / Math.max(1, D.duration));
+    D.volume.forEach(function (v) {
+      var bx = x(v[0] * D.bucket), hgt = (VOLUME - 8) * v[1] / vmax;
+      var r = el("rect", { "class": "vol", x: bx, y: TOP + VOLUME - 4 - hgt, width: bw, height: hgt }, vol);
+      title(r, v[1] + " lines" + (D.levels ? ", " + v[2] + " errors" : "") + " · " + when(v[0] * D.bucket));
+      if (v[2] > 0) {
+        var eh = (VOLUME - 8) * v[2] / vmax;
+        el("rect", { "class": "vol-error", x: bx, y: TOP + VOLUME - 4 - eh, width: bw, height: eh }, vol);
+      }
+    });
+
+    var lanesG = el("g", { "class": "lanes" }, svg);
+    var laneG = {};
+    lanes.forEach(function (name) {
+      var li = D.lanes.indexOf(name);
+      var g = el("g", { "class": "lane", "data-lane": name }, lanesG);
+      if (D.pods[li]) g.setAttribute("data-pod", D.pods[li]);
+      el("rect", { "class": "lane-bg", x: 0, y: top[li], width: WIDTH, height: layout[li].height }, g);
+      var label = el("text", { "class": "lane-label", x: 8, y: top[li] + 14 }, g);
+      label.textContent = name.length > 34 ? name.substr(0, 33) + "…" : name;
+      title(label, name);
+      var sub = [];
+      if (li !== 0 || laneHits[li]) sub.push(plural(laneHits[li] || 0, "hit", "hits"));
+      // A share rule's part of its hits, on each lane that has some.
+      (laneRules[li] || []).forEach(function (r) {
+        if (D.rules[r].kind !== "share" || !ruleHits[r]) return;
+        sub.push(Math.round(100 * laneRuleHits[li + "/" + r] / ruleHits[r]) + "% of " + D.rules[r].id);
       });
-    layout[li] = { rules: rules, slots: Math.max(ends.length, 1), slot: slot,
-      height: PAD * 2 + Math.max(rules.length, 1) * HIT + Math.max(ends.length, 1) * BAR + 2 };
-  });
-  var top = {}, y = TOP;
-  lanes.forEach(function (name) { var li = D.lanes.indexOf(name); top[li] = y; y += layout[li].height; });
-  var height = y + 10;
-  var svg = el("svg", { width: WIDTH, height: height, viewBox: "0 0 " + WIDTH + " " + height, id: "timeline" });
-  document.getElementById("chart").appendChild(svg);
+      if (laneSeen[li] && !laneHits[li]) sub.push("peer");
+      // The pod on its own line, then the counts (on one more line when
+      // they do not fit beside it).
+      var rows = [], pod = D.pods[li] || "", counts = sub.join(" · ");
+      if (pod && (pod + " · " + counts).length > 36) rows.push(pod, counts);
+      else rows.push(pod ? pod + " · " + counts : counts);
+      rows.forEach(function (text, k) {
+        var st = el("text", { "class": "lane-sub", x: 8, y: top[li] + 27 + 12 * k }, g);
+        st.textContent = text.length > 37 ? text.substr(0, 36) + "…" : text;
+        title(st, (pod ? "pod " + pod + "\n" : "") + counts);
+      });
+      laneG[li] = g;
+    });
+    function hitY(li, rule) { return top[li] + PAD + layout[li].rules.indexOf(rule) * HIT; }
+    function seenY(li) { return top[li] + PAD + layout[li].rules.length * HIT; }
+    function barY(li, i) {
+      return top[li] + PAD + layout[li].rules.length * HIT + (laneSeen[li] ? SEEN + 2 : 0) + 2 +
+        layout[li].slot[i] * BAR;
+    }
 
-  // Time axis.
-  var axis = el("g", { "class": "axis" }, svg);
-  for (var k = 0; k <= 8; k++) {
-    var ms = D.duration * k / 8, px = x(ms);
-    el("line", { x1: px, x2: px, y1: TOP - 6, y2: height - 6 }, axis);
-    var t = el("text", { x: px, y: TOP - 10, "text-anchor": k === 0 ? "start" : (k === 8 ? "end" : "middle") }, axis);
-    t.textContent = new Date(D.t0 + ms).toISOString().substr(11, 8);
+    // Incidents behind everything: the lanes of their alerts and nodes, from
+    // start to end.
+    var incG = el("g", { "class": "incidents" }, svg);
+    svg.insertBefore(incG, lanesG.nextSibling);
+    D.incidents.forEach(function (inc) {
+      var ls = inc.alerts.map(function (a) { return D.alerts[a].lane; });
+      inc.nodes.forEach(function (n) { var i = D.lanes.indexOf(n); if (i in top) ls.push(i); });
+      if (!ls.length) return;
+      // One outline per run of adjacent lanes; the first carries the id.
+      ls = ls.filter(function (l, i) { return ls.indexOf(l) === i; })
+        .sort(function (a, b) { return top[a] - top[b]; });
+      var runs = [[top[ls[0]], top[ls[0]] + layout[ls[0]].height]];
+      ls.slice(1).forEach(function (l) {
+        var last = runs[runs.length - 1];
+        if (top[l] === last[1]) last[1] += layout[l].height;
+        else runs.push([top[l], top[l] + layout[l].height]);
+      });
+      var x0 = x(inc.start), x1 = x(inc.end === null ? D.duration : inc.end);
+      runs.forEach(function (run, k) {
+        var r = el("rect", { "class": k === 0 ? "incident" : "incident-part", "data-incident": inc.id,
+          x: x0 - 3, y: run[0] + 1, width: Math.max(6, x1 - x0 + 6), height: run[1] - run[0] - 2, rx: 4 }, incG);
+        title(r, inc.id + ": " + inc.story);
+      });
+      var lbl = el("text", { "class": "incident-label", x: x1 + 3, y: runs[0][0] + 11, "text-anchor": "end" }, incG);
+      lbl.textContent = inc.id;
+    });
+
+    // Hits: one mark per bucket, opacity by density (log scale).
+    var max = 1;
+    D.hits.forEach(function (t) { if (t[3] > max) max = t[3]; });
+    D.hits.forEach(function (t) {
+      if (!(t[0] in top)) return;
+      var rule = D.rules[t[1]];
+      var m = el("rect", { "class": "hit", "data-rule": rule.id, x: x(t[2] * D.bucket), y: hitY(t[0], t[1]),
+        width: bw, height: HIT - 2, fill: PALETTE[t[1] % PALETTE.length],
+        opacity: (0.3 + 0.7 * Math.log(t[3] + 1) / Math.log(max + 1)).toFixed(3) }, laneG[t[0]]);
+      title(m, rule.id + " · " + plural(t[3], "hit", "hits") + " · " + when(t[2] * D.bucket));
+      m.addEventListener("click", function () { showHits(t); });
+    });
+
+    // Sightings: the node was alive (seen in the population of a spread or
+    // share rule), hits or not; a black hole stands out against its peers.
+    D.seen.forEach(function (s) {
+      if (!(s[0] in top)) return;
+      var of = (D.seen_rules[s[0]] || []).map(function (r) { return D.rules[r].id; }).join(", ");
+      var m = el("rect", { "class": "seen", x: x(s[1] * D.bucket), y: seenY(s[0]), width: bw, height: SEEN },
+        laneG[s[0]]);
+      title(m, "alive: " + plural(s[2], "line", "lines") + " sampled for " + of + " · " + when(s[1] * D.bucket));
+    });
+
+    // Alert bars under the hits, labelled with rule and severity (inside
+    // when the bar is wide enough, beside it otherwise).
+    D.alerts.forEach(function (a, i) {
+      if (!(a.lane in top)) return;
+      var x0 = x(a.start), x1 = x(a.end === null ? D.duration : a.end), by = barY(a.lane, i);
+      var w = Math.max(3, x1 - x0);
+      var bar = el("rect", { "class": "alert sev-" + a.severity + (a.end === null ? " open" : ""),
+        "data-rule": D.rules[a.rule].id, "data-group": a.group, "data-alert": i,
+        x: x0, y: by, width: w, height: BAR - 3, rx: 2 }, laneG[a.lane]);
+      var text = D.rules[a.rule].id + " · " + a.group + " · " + when(a.start) + " → " +
+        (a.end === null ? "still firing" : when(a.end)) + "\n" + a.summary;
+      title(bar, text);
+      bar.addEventListener("click", function () { showAlert(a); });
+      var inside = layout[a.lane].inside[i];
+      var lbl = el("text", { "class": "alert-label " + (inside ? "in sev-" + a.severity : "beside"),
+        "data-alert": i, x: inside ? x0 + 4 : x0 + w + 4, y: by + BAR - 6 }, laneG[a.lane]);
+      lbl.textContent = barText(a);
+      title(lbl, text);
+      lbl.addEventListener("click", function () { showAlert(a); });
+    });
   }
 
-  var lanesG = el("g", { "class": "lanes" }, svg);
-  var laneG = {};
-  lanes.forEach(function (name) {
-    var li = D.lanes.indexOf(name);
-    var g = el("g", { "class": "lane", "data-lane": name }, lanesG);
-    el("rect", { "class": "lane-bg", x: 0, y: top[li], width: WIDTH, height: layout[li].height }, g);
-    var label = el("text", { "class": "lane-label", x: 8, y: top[li] + layout[li].height / 2 + 4 }, g);
-    label.textContent = name.length > 28 ? name.substr(0, 27) + "…" : name;
-    title(label, name);
-    laneG[li] = g;
-  });
-  function hitY(li, rule) { return top[li] + PAD + layout[li].rules.indexOf(rule) * HIT; }
-  function barY(li, i) {
-    return top[li] + PAD + Math.max(layout[li].rules.length, 1) * HIT + 2 + layout[li].slot[i] * BAR;
-  }
-
-  // Incidents behind everything: the lanes of their alerts and nodes, from
-  // start to end.
-  var incG = el("g", { "class": "incidents" }, svg);
-  svg.insertBefore(incG, lanesG.nextSibling);
-  D.incidents.forEach(function (inc) {
-    var ls = inc.alerts.map(function (a) { return D.alerts[a].lane; });
-    inc.nodes.forEach(function (n) { var i = D.lanes.indexOf(n); if (i in top) ls.push(i); });
-    if (!ls.length) return;
-    // One outline per run of adjacent lanes; the first carries the id.
-    ls = ls.filter(function (l, i) { return ls.indexOf(l) === i; })
-      .sort(function (a, b) { return top[a] - top[b]; });
-    var runs = [[top[ls[0]], top[ls[0]] + layout[ls[0]].height]];
-    ls.slice(1).forEach(function (l) {
-      var last = runs[runs.length - 1];
-      if (top[l] === last[1]) last[1] += layout[l].height;
-      else runs.push([top[l], top[l] + layout[l].height]);
-    });
-    var x0 = x(inc.start), x1 = x(inc.end === null ? D.duration : inc.end);
-    runs.forEach(function (run, k) {
-      var r = el("rect", { "class": k === 0 ? "incident" : "incident-part", "data-incident": inc.id,
-        x: x0 - 3, y: run[0] + 1, width: Math.max(6, x1 - x0 + 6), height: run[1] - run[0] - 2, rx: 4 }, incG);
-      title(r, inc.id + ": " + inc.story);
-    });
-    var lbl = el("text", { "class": "incident-label", x: x1 + 3, y: runs[0][0] + 11, "text-anchor": "end" }, incG);
-    lbl.textContent = inc.id;
-  });
-
-  // Hits: one mark per bucket, opacity by density (log scale).
-  var max = 1;
-  D.hits.forEach(function (t) { if (t[3] > max) max = t[3]; });
-  var bw = Math.max(1.5, PLOT * D.bucket / Math.max(1, D.duration));
-  D.hits.forEach(function (t) {
-    if (!(t[0] in top)) return;
-    var rule = D.rules[t[1]];
-    var m = el("rect", { "class": "hit", "data-rule": rule.id, x: x(t[2] * D.bucket), y: hitY(t[0], t[1]),
-      width: bw, height: HIT - 2, fill: PALETTE[t[1] % PALETTE.length],
-      opacity: (0.3 + 0.7 * Math.log(t[3] + 1) / Math.log(max + 1)).toFixed(3) }, laneG[t[0]]);
-    title(m, rule.id + " · " + t[3] + " hit(s) · " + when(t[2] * D.bucket));
-    m.addEventListener("click", function () { showHits(t); });
-  });
-
-  // Alert bars under the hits, one row per overlap.
-  D.alerts.forEach(function (a, i) {
-    var x0 = x(a.start), x1 = x(a.end === null ? D.duration : a.end);
-    var bar = el("rect", { "class": "alert sev-" + a.severity + (a.end === null ? " open" : ""),
-      "data-rule": D.rules[a.rule].id, "data-group": a.group, "data-alert": i,
-      x: x0, y: barY(a.lane, i), width: Math.max(3, x1 - x0), height: BAR - 2, rx: 2 },
-      laneG[a.lane]);
-    title(bar, D.rules[a.rule].id + " · " + a.group + " · " + when(a.start) + " → " +
-      (a.end === null ? "still firing" : when(a.end)) + "\n" + a.summary);
-    bar.addEventListener("click", function () { showAlert(a); });
-  });
-
-  // Legend: rule colours and severities.
+  // Legend: rule colours, sightings and severities.
   var legend = document.getElementById("legend");
   var used = {};
   D.hits.forEach(function (t) { used[t[1]] = true; });
@@ -176,6 +290,11 @@
     h("i", "", undefined, s).style.background = PALETTE[i % PALETTE.length];
     s.appendChild(document.createTextNode(r.id));
   });
+  if (D.seen.length) {
+    var s = h("span", "", undefined, legend);
+    h("i", "seen-key", undefined, s);
+    s.appendChild(document.createTextNode("alive (population of a spread or share rule)"));
+  }
   ["critical", "warning", "info"].forEach(function (sev) {
     var s = h("span", "", undefined, legend);
     h("i", "", undefined, s).style.background = "var(--" + sev + ")";
@@ -194,10 +313,17 @@
     var lines = s ? s.lines.slice() : [];
     var at = t[2] * D.bucket;
     lines.sort(function (a, b) { return Math.abs(a[0] - at) - Math.abs(b[0] - at); });
-    show(D.rules[t[1]].id + " on " + D.lanes[t[0]] + " · " + t[3] + " hit(s) near " + when(at),
+    show(D.rules[t[1]].id + " on " + D.lanes[t[0]] + " · " + plural(t[3], "hit", "hits") + " near " + when(at),
       lines.slice(0, 5).map(function (l) { return when(l[0]) + "  " + l[1]; }));
   }
   function showAlert(a) {
-    show(D.rules[a.rule].title + " (" + a.group + ") · " + a.summary, a.samples);
+    show(D.rules[a.rule].title + " (" + a.group + ", " + a.severity + ") · " + a.summary, a.samples);
   }
+
+  draw();
+  var pending = null;
+  window.addEventListener("resize", function () {
+    if (pending) clearTimeout(pending);
+    pending = setTimeout(function () { pending = null; draw(); }, 100);
+  });
 })();

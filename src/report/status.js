@@ -14,11 +14,36 @@
     c.setAttribute("data-incident", inc.id);
     h("div", "title", inc.title, c);
     h("div", "story", inc.story, c);
-    h("div", "meta", inc.id + " · since " + inc.start + (inc.end ? " · resolved " + inc.end : "") +
-      " · " + inc.alerts + " alert(s) · still affected: " + (inc.affected.join(", ") || "none"), c);
+    h("div", "meta", inc.id + " · first line " + inc.start + (inc.end ? " · resolved " + inc.end : "") +
+      " · " + plural(inc.alerts, "alert", "alerts") + " · still affected: " + (inc.affected.join(", ") || "none"), c);
   }
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+  // "3m 12s", "2h 5m", "4d 1h": how long, by the wall clock.
+  function span(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000)), d = Math.floor(s / 86400), hr = Math.floor(s % 86400 / 3600),
+      m = Math.floor(s % 3600 / 60), sec = s % 60;
+    if (d) return d + "d " + hr + "h";
+    if (hr) return hr + "h " + m + "m";
+    if (m) return m + "m " + sec + "s";
+    return sec + "s";
+  }
+  // Every "firing for" on the page counts on by the wall clock between polls.
+  var skew = 0;
+  function tickAges() {
+    var now = Date.now() + skew;
+    document.querySelectorAll("[data-fired-at]").forEach(function (e) {
+      e.textContent = "firing for " + span(now - Date.parse(e.getAttribute("data-fired-at")));
+    });
+  }
+  setInterval(tickAges, 1000);
   function render(s) {
-    document.getElementById("status").textContent = "source: " + s.source + " · updated " + s.generated;
+    // Ages use the server's clock: the browser's may be off.
+    var gen = Date.parse(s.generated);
+    if (!isNaN(gen)) skew = gen - Date.now();
+    var st = document.getElementById("status");
+    st.textContent = "source: " + s.source + " · updated " + s.generated + " · ";
+    var a = h("a", "report-link", "report of this run", st);
+    a.setAttribute("href", "report");
     var incs = document.getElementById("incidents");
     incs.textContent = "";
     h("h2", "", s.incidents.length + " open incident(s)", incs);
@@ -34,7 +59,8 @@
     s.firing.forEach(function (a) { (byNode[a.group] = byNode[a.group] || []).push(a); });
     var t = h("table", "", undefined, f);
     var head = h("tr", "", undefined, t);
-    ["node / group", "alerts", "incident"].forEach(function (c) { h("th", "", c, head); });
+    ["node / group", "alerts (wall-clock age; line times are the logs' own)", "incident"]
+      .forEach(function (c) { h("th", "", c, head); });
     Object.keys(byNode).sort().forEach(function (node) {
       var tr = h("tr", "node-row", undefined, t);
       tr.setAttribute("data-node", node);
@@ -44,11 +70,16 @@
         var d = h("div", "firing-alert", undefined, cell);
         d.setAttribute("data-rule", a.rule);
         h("span", "pill sev-" + a.severity, a.severity, d);
-        d.appendChild(document.createTextNode(a.summary + " (since " + a.starts_at + ")"));
+        d.appendChild(document.createTextNode(a.summary + " "));
+        var age = h("span", "age", "", d);
+        age.setAttribute("data-fired-at", a.fired_at);
+        h("span", "muted", " · fired " + a.fired_at + " · first line " + a.starts_at +
+          (a.last_line_at ? " · last line " + a.last_line_at : ""), d);
       });
       h("td", "", byNode[node].map(function (a) { return a.incident || "–"; })
         .filter(function (v, i, arr) { return arr.indexOf(v) === i; }).join(", "), tr);
     });
+    tickAges();
   }
   function poll() {
     fetch("api/status", { cache: "no-store" })
