@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Deterministic benchmark corpus: realistic container logs.
 
-    python3 benches/gen.py LINES [--shape mixed|json] > corpus.log
+    python3 benches/gen.py LINES [--shape mixed|json|keyed|traced] > corpus.log
 
 Shape `json`: plain zap JSON lines from 24 livekit-server and 8 egress
 nodes, interleaved, with no kubectl/stern prefix (as log files and Loki
 deliver them); nodeID on egress lines and on livekit's service/router lines
 only; about 1 % signatures and 2 % near-misses.
+
+Shape `keyed`: the same, but every line carries its `nodeID` (as many
+services log it: a group key on every line). Shape `traced`: `keyed` plus a
+`traceID` and a `requestID` on every line (fresh ids: high-cardinality
+fields the decoder must step over).
 
 Mix (by line): livekit-server zap JSON behind `kubectl --prefix` (12 nodes),
 egress zap console lines behind stern prefixes (6 nodes), kube event JSON,
@@ -21,7 +26,9 @@ from datetime import datetime, timezone
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 N = int(args[0]) if args else 2_000_000
-SHAPE = "json" if "--shape" in sys.argv and sys.argv[sys.argv.index("--shape") + 1] == "json" else "mixed"
+SHAPE = sys.argv[sys.argv.index("--shape") + 1] if "--shape" in sys.argv else "mixed"
+if SHAPE not in ("mixed", "json", "keyed", "traced"):
+    sys.exit(f"unknown shape {SHAPE}: mixed, json, keyed or traced")
 rng = random.Random(20261129)
 B62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -42,8 +49,9 @@ day = datetime.fromtimestamp(t, tz=timezone.utc)
 
 
 
-def json_shape():
-    """Plain zap JSON from many nodes, no prefixes."""
+def json_shape(keyed=False, traced=False):
+    """Plain zap JSON from many nodes, no prefixes; `keyed`: nodeID on every
+    line; `traced`: also a traceID and a requestID on every line."""
     global t
     lkn = [rid("ND_") for _ in range(24)]
     egn = [rid("NE_") for _ in range(8)]
@@ -58,6 +66,20 @@ def json_shape():
         ("debug", "livekit", "routing/redisrouter.go:249", "updated node stats", False),
         ("warn", "livekit.transport", "rtc/transport.go:1123", "ICE connection timeout", True),
     ]
+    def node(nid):
+        if not keyed:
+            return ""
+        ids = f',"nodeID":"{nid}"'
+        if traced:
+            ids += f',"traceID":"{rng.getrandbits(128):032x}","requestID":"{rid("REQ_", 16)}"'
+        return ids
+
+    def extra(nid):
+        # Lines that carry nodeID already: only the trace ids are added.
+        if not traced:
+            return ""
+        return f',"traceID":"{rng.getrandbits(128):032x}","requestID":"{rid("REQ_", 16)}"'
+
     for i in range(N):
         t += 0.0005 + rng.random() * 0.001
         hit = rng.random() < 0.01
@@ -67,27 +89,27 @@ def json_shape():
             nid = lkn[(i * 7) % 24]
             if hit:
                 msg = rng.choice(["waiting for participants to exit", "could not update node", "failed to mark as draining"])
-                w(f'{{"level":"error","ts":{t:.6f},"logger":"livekit","caller":"routing/redisrouter.go:249","msg":"{msg}","nodeID":"{nid}","error":"could not register node: dial tcp 10.0.0.21:6379: i/o timeout"}}\n')
+                w(f'{{"level":"error","ts":{t:.6f},"logger":"livekit","caller":"routing/redisrouter.go:249","msg":"{msg}","nodeID":"{nid}"{extra(nid)},"error":"could not register node: dial tcp 10.0.0.21:6379: i/o timeout"}}\n')
             elif near:
                 msg = rng.choice(["draining RTP buffer before close", "exit requested for track writer", "waiting for participant to publish"])
-                w(f'{{"level":"debug","ts":{t:.6f},"logger":"livekit.transport","caller":"rtc/transport.go:990","msg":"{msg}","room":"standup","roomID":"{rooms[i % 50]}"}}\n')
+                w(f'{{"level":"debug","ts":{t:.6f},"logger":"livekit.transport","caller":"rtc/transport.go:990","msg":"{msg}"{node(nid)},"room":"standup","roomID":"{rooms[i % 50]}"}}\n')
             else:
                 level, logger, caller, msg, room = lk_msgs[i % len(lk_msgs)]
                 if room:
-                    w(f'{{"level":"{level}","ts":{t:.6f},"logger":"{logger}","caller":"{caller}","msg":"{msg}","room":"standup-{i % 50}","roomID":"{rooms[i % 50]}","participant":"user_{i % 997}","participantID":"{parts[i % 200]}","trackID":"{tracks[i % 300]}","remote":false}}\n')
+                    w(f'{{"level":"{level}","ts":{t:.6f},"logger":"{logger}","caller":"{caller}","msg":"{msg}"{node(nid)},"room":"standup-{i % 50}","roomID":"{rooms[i % 50]}","participant":"user_{i % 997}","participantID":"{parts[i % 200]}","trackID":"{tracks[i % 300]}","remote":false}}\n')
                 else:
-                    w(f'{{"level":"{level}","ts":{t:.6f},"logger":"{logger}","caller":"{caller}","msg":"{msg}","nodeID":"{nid}","nodeIP":"10.0.{i % 24}.7","numRooms":{i % 9},"numClients":{i % 31},"cpuLoad":{rng.random():.3f}}}\n')
+                    w(f'{{"level":"{level}","ts":{t:.6f},"logger":"{logger}","caller":"{caller}","msg":"{msg}","nodeID":"{nid}"{extra(nid)},"nodeIP":"10.0.{i % 24}.7","numRooms":{i % 9},"numClients":{i % 31},"cpuLoad":{rng.random():.3f}}}\n')
         else:
             nid = egn[i % 8]
             eg = rid("EG_")
             if hit:
-                w(f'{{"level":"info","ts":{t:.6f},"logger":"egress","caller":"info/io.go:269","msg":"egress_failed","nodeID":"{nid}","clusterID":"","egressID":"{eg}","error":"No space left on the resource.","code":500}}\n')
+                w(f'{{"level":"info","ts":{t:.6f},"logger":"egress","caller":"info/io.go:269","msg":"egress_failed","nodeID":"{nid}"{extra(nid)},"clusterID":"","egressID":"{eg}","error":"No space left on the resource.","code":500}}\n')
             else:
-                w(f'{{"level":"debug","ts":{t:.6f},"logger":"egress","caller":"stats/monitor.go:246","msg":"cpu check","nodeID":"{nid}","clusterID":"","total":8,"available":{rng.random() * 8:.2f},"pending":0,"used":1.5,"required":4,"activeRequests":{i % 3},"canAccept":true}}\n')
+                w(f'{{"level":"debug","ts":{t:.6f},"logger":"egress","caller":"stats/monitor.go:246","msg":"cpu check","nodeID":"{nid}"{extra(nid)},"clusterID":"","total":8,"available":{rng.random() * 8:.2f},"pending":0,"used":1.5,"required":4,"activeRequests":{i % 3},"canAccept":true}}\n')
 
 
-if SHAPE == "json":
-    json_shape()
+if SHAPE != "mixed":
+    json_shape(keyed=SHAPE in ("keyed", "traced"), traced=SHAPE == "traced")
     sys.exit(0)
 
 for i in range(N):

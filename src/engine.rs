@@ -1096,7 +1096,7 @@ impl Engine {
             }
             self.scratch.candidates = candidates;
         } else {
-            let text = p.text.trim();
+            let text = p.text.trim_ascii();
             if text.starts_with('{') && !text.ends_with('}') {
                 self.decoder.count_malformed();
             }

@@ -771,7 +771,16 @@ impl Decoder {
             // A stand-in time is no neighbour: it completes no stamp.
             self.slab[sid].last_time = Some(time);
         }
-        for i in 0..self.sticky_slots.len() {
+        // A stream known to mix producers inherits nothing: its sticky
+        // values are never read, so they are not kept up either (with a
+        // key on every line that changes every line, that was a string
+        // compare, an allocation and a shift per line).
+        let sticky_slots = if self.slab[sid].multiplexed {
+            0
+        } else {
+            self.sticky_slots.len()
+        };
+        for i in 0..sticky_slots {
             let slot = self.sticky_slots[i].0;
             let Some(v) = self
                 .small_span(slot)
