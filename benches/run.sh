@@ -5,10 +5,11 @@
 #   RSS_LINES=20000000 bash benches/run.sh   # also peak RSS of `run` at 20 M lines
 #   PROFILE=1 bash benches/run.sh            # also a perf profile of each replay thread
 #
-# Two corpora of LINES lines each (benches/gen.py): `mixed` (kubectl/stern
+# Four corpora of LINES lines each (benches/gen.py): `mixed` (kubectl/stern
 # prefixed livekit and egress, kube events, kubelet journal, gateway logfmt,
 # plain text) and `json` (plain zap JSON from many nodes, no prefixes, as
-# files and Loki deliver them). Prints seconds (median and min of 5 runs),
+# files and Loki deliver them), `keyed` (json with nodeID on every line) and
+# `traced` (keyed plus a traceID and requestID per line). Prints seconds (median and min of 5 runs),
 # MB/s, peak RSS, the stage timings (block scan vs engine, each alone), and
 # the ratios the performance issues set as targets (novelty on/off <= 1.176
 # is a throughput drop of at most 15 %). A benchmark, not a test: CI does not
@@ -34,6 +35,10 @@ MIXED=$DIR/corpus-$LINES.log
 JSON=$DIR/corpus-json-$LINES.log
 [ -s "$MIXED" ] || { echo "generating $LINES mixed lines into $MIXED" >&2; python3 benches/gen.py "$LINES" > "$MIXED"; }
 [ -s "$JSON" ] || { echo "generating $LINES json lines into $JSON" >&2; python3 benches/gen.py "$LINES" --shape json > "$JSON"; }
+KEYED=$DIR/corpus-keyed-$LINES.log
+TRACED=$DIR/corpus-traced-$LINES.log
+[ -s "$KEYED" ] || { echo "generating $LINES keyed lines into $KEYED" >&2; python3 benches/gen.py "$LINES" --shape keyed > "$KEYED"; }
+[ -s "$TRACED" ] || { echo "generating $LINES traced lines into $TRACED" >&2; python3 benches/gen.py "$LINES" --shape traced > "$TRACED"; }
 "$BIN" check --literals > "$DIR/literals.txt"
 
 # Packs 30x larger: the built-in rules plus 300 rules with other literals,
@@ -64,6 +69,8 @@ done
 RUNS=${RUNS:-5}
 BYTES_MIXED=$(stat -c %s "$MIXED")
 BYTES_JSON=$(stat -c %s "$JSON")
+BYTES_KEYED=$(stat -c %s "$KEYED")
+BYTES_TRACED=$(stat -c %s "$TRACED")
 echo "corpora: $LINES lines each; mixed $((BYTES_MIXED / 1048576)) MiB, json $((BYTES_JSON / 1048576)) MiB; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "literals: $(wc -l < "$DIR/literals.txt") (built-in pack), $(wc -l < "$DIR/literals-many.txt") and $(wc -l < "$DIR/literals-many-varied.txt") (330-rule packs)"
 echo "each command runs $RUNS times (RUNS=…); ratios use the medians (the VM's noise, and"
@@ -92,11 +99,16 @@ measure() {
 }
 
 Q="--no-summary --log-level error"
-for shape in mixed json; do
-  if [ $shape = mixed ]; then F=$MIXED; B=$BYTES_MIXED; else F=$JSON; B=$BYTES_JSON; fi
+for shape in mixed json keyed traced; do
+  case $shape in
+    mixed) F=$MIXED; B=$BYTES_MIXED;;
+    json) F=$JSON; B=$BYTES_JSON;;
+    keyed) F=$KEYED; B=$BYTES_KEYED;;
+    traced) F=$TRACED; B=$BYTES_TRACED;;
+  esac
   measure "[$shape] sigwatch replay FILE" "$B" "$BIN replay $Q $F"
   measure "[$shape] sigwatch replay FILE --no-novelty" "$B" "$BIN replay $Q --no-novelty $F"
-  measure "[$shape] cat FILE | sigwatch run" "$B" "cat $F | $BIN run --log-level error"
+  measure "[$shape] cat FILE | sigwatch run" "$B" "cat $F | $BIN run --listen none --log-level error"
   measure "[$shape] rg -j1 -c -F -f literals FILE" "$B" "rg -j1 -c -F -f $DIR/literals.txt $F"
   measure "[$shape] grep -c -F -f literals FILE" "$B" "LC_ALL=C grep -c -F -f $DIR/literals.txt $F"
   measure "[$shape] cat FILE | wc -l" "$B" "cat $F | wc -l"
@@ -114,6 +126,10 @@ report "[mixed] replay / rg -j1 -F -f" "[mixed] sigwatch replay FILE" "[mixed] r
 report "[json]  replay / rg -j1 -F -f" "[json] sigwatch replay FILE" "[json] rg -j1 -c -F -f literals FILE" 1.0
 report "[mixed] cat | run / cat | wc -l" "[mixed] cat FILE | sigwatch run" "[mixed] cat FILE | wc -l" 1.5
 report "[json]  cat | run / cat | wc -l" "[json] cat FILE | sigwatch run" "[json] cat FILE | wc -l" 1.5
+report "[keyed] replay / rg -j1 -F -f" "[keyed] sigwatch replay FILE" "[keyed] rg -j1 -c -F -f literals FILE" 1.0
+report "[traced] replay / rg -j1 -F -f" "[traced] sigwatch replay FILE" "[traced] rg -j1 -c -F -f literals FILE" 1.0
+report "[keyed] cat | run / cat | wc -l" "[keyed] cat FILE | sigwatch run" "[keyed] cat FILE | wc -l" 1.5
+report "[traced] cat | run / cat | wc -l" "[traced] cat FILE | sigwatch run" "[traced] cat FILE | wc -l" 1.5
 report "[mixed] novelty on / off" "[mixed] sigwatch replay FILE" "[mixed] sigwatch replay FILE --no-novelty" 1.176
 report "[json]  novelty on / off" "[json] sigwatch replay FILE" "[json] sigwatch replay FILE --no-novelty" 1.176
 report "[mixed] 330 rules / built-in pack" "[mixed] sigwatch replay FILE (330 rules)" "[mixed] sigwatch replay FILE" 1.1
