@@ -1064,8 +1064,12 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|l| l.sightings.len() < MAX_HIT_LOG)
                 {
-                    let event = self.decoder.event(p);
-                    let pod = resolve_key(&self.rules.keys, "pod", &|k: &str| event.get(k))
+                    // The pod as the population reads its keys: from the
+                    // line's scan, memoised per line, no full decode.
+                    let pod = self
+                        .decoder
+                        .key_id("pod")
+                        .and_then(|id| self.cached_key(id, p))
                         .filter(|pod| *pod != g);
                     if let Some(log) = self.hit_log.as_mut() {
                         log.sightings.push((ri, g, pod, t));

@@ -17,26 +17,35 @@ fn chromium() -> String {
     b
 }
 
-/// The DOM of `url` after its scripts ran (up to `budget_ms` of virtual time).
-fn dump_dom(url: &str, budget_ms: u32) -> String {
+/// The DOM of `url` after its scripts ran (up to `budget_ms` of virtual
+/// time), in a window `width` pixels wide when given.
+fn chromium_dom(url: &str, budget_ms: u32, width: Option<u32>) -> String {
     let profile = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--headless=new".to_string(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--disable-dev-shm-usage".into(),
+        "--no-first-run".into(),
+        format!("--user-data-dir={}", profile.path().display()),
+        format!("--virtual-time-budget={budget_ms}"),
+    ];
+    if let Some(w) = width {
+        args.push(format!("--window-size={w},900"));
+    }
+    args.extend(["--dump-dom".to_string(), url.to_string()]);
     let out = Command::new(chromium())
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.path().display()),
-            &format!("--virtual-time-budget={budget_ms}"),
-            "--dump-dom",
-            url,
-        ])
+        .args(&args)
         .stderr(Stdio::null())
         .output()
         .unwrap();
     assert!(out.status.success(), "chromium failed on {url}");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The DOM of `url` after its scripts ran (up to `budget_ms` of virtual time).
+fn dump_dom(url: &str, budget_ms: u32) -> String {
+    chromium_dom(url, budget_ms, None)
 }
 
 /// Values of `attr` on elements whose class attribute is exactly `class`.
@@ -200,25 +209,7 @@ fn texts(dom: &str, tag: &str, prefix: &str) -> Vec<String> {
 
 /// The DOM of `url` in a window `width` pixels wide.
 fn dump_dom_at(url: &str, width: u32) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(chromium())
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.path().display()),
-            &format!("--window-size={width},900"),
-            "--virtual-time-budget=2000",
-            "--dump-dom",
-            url,
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed on {url}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    chromium_dom(url, 2000, Some(width))
 }
 
 fn report_of(fixture_name: &str, dir: &std::path::Path) -> std::path::PathBuf {
