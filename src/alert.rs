@@ -7,7 +7,7 @@
 //! merely still remembers a 10-second blip does not make the blip last 30 s,
 //! so a `for: 30s` rule does not page for it.
 
-use crate::decode::time::format_rfc3339;
+use crate::clock::format_rfc3339;
 use crate::detect::{Detector, Evidence, Status};
 use crate::rules::Rule;
 use serde::Serialize;
@@ -778,7 +778,7 @@ pub fn render(
     let duration = match (e.first_seen, e.last_seen) {
         (Some(a), Some(b)) => {
             let mut s = String::new();
-            let _ = crate::rules::duration::format_duration(b - a, &mut s);
+            let _ = crate::duration::format_duration(b - a, &mut s);
             Some(s)
         }
         _ => None,

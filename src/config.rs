@@ -3,8 +3,8 @@
 //! reviewed file. Command-line flags override it. Unknown keys are errors
 //! with their line and column, like rule files.
 
+use crate::duration::Dur;
 use crate::notify::route::{RouteSpec, Router};
-use crate::rules::duration::Dur;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -354,7 +354,7 @@ impl Wiring {
             if let Some(c) = r.resolve_on {
                 cond_users[c].push((ri, Role::ResolveOn));
             }
-            if matches!(r.detect, Detect::Spread(_) | Detect::Share(_)) {
+            if r.detect.needs_population() {
                 population_rules.push(ri);
             }
             partition_keys.push(match &r.detect {
@@ -611,7 +611,7 @@ impl Engine {
         self.rules
             .rules
             .get(ri)
-            .is_some_and(|r| matches!(r.detect, Detect::Spread(_) | Detect::Share(_)))
+            .is_some_and(|r| r.detect.needs_population())
     }
 
     /// Keeps every signature hit, population sighting and line time for
@@ -651,7 +651,7 @@ impl Engine {
                     group: group.to_string(),
                     pod: pod.filter(|p| p != group),
                     time,
-                    line: crate::detect::truncate(line, 400),
+                    line: crate::text::truncate(line, 400),
                 });
             }
         }
@@ -1144,7 +1144,7 @@ impl Engine {
                 .iter()
                 .find_map(|k| resolve_key(keys, k, &get))
         };
-        let is_population = matches!(rule.detect, Detect::Spread(_) | Detect::Share(_));
+        let is_population = rule.detect.needs_population();
         let group = match group {
             Some(g) => g,
             None => {
@@ -1315,51 +1315,6 @@ impl Engine {
     }
 }
 
-/// The result of checking one rule's inline examples.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ExampleFailure {
-    /// Rule id.
-    pub rule: String,
-    /// Where the rule is defined.
-    pub origin: rules::Origin,
-    /// Whether the line was expected to match.
-    pub expected_match: bool,
-    /// The example line.
-    pub line: String,
-}
-
-/// Runs every rule's inline examples through the real decoder and matcher.
-pub fn check_examples(set: &RuleSet) -> Result<Vec<ExampleFailure>, MatcherError> {
-    let matcher = Matcher::new(set)?;
-    let mut failures = Vec::new();
-    let mut scratch = Scratch::default();
-    for rule in &set.rules {
-        let (yes, no) = &rule.examples;
-        for (lines, expected) in [(yes, true), (no, false)] {
-            for line in lines {
-                let mut dec = Decoder::new(&set.keys, false);
-                let matched = match dec.prepare(&Source::named("example"), line, None) {
-                    Some(p) => {
-                        matcher.scan(&p.text, &mut scratch)
-                            && scratch.candidates.contains(&rule.cond)
-                            && Matcher::confirm(&set.conditions[rule.cond], &mut dec.event(&p))
-                    }
-                    None => false,
-                };
-                if matched != expected {
-                    failures.push(ExampleFailure {
-                        rule: rule.id.clone(),
-                        origin: rule.origin.clone(),
-                        expected_match: expected,
-                        line: line.clone(),
-                    });
-                }
-            }
-        }
-    }
-    Ok(failures)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1447,7 +1402,7 @@ rules:
         assert_eq!(out[0].annotations["summary"], "ND_a x3", "the window too");
         assert_eq!(
             out[0].starts_at,
-            crate::decode::time::format_rfc3339(T0 + 3_000_000_000)
+            crate::clock::format_rfc3339(T0 + 3_000_000_000)
         );
         // Firing alerts go on firing after another restart: no second page.
         out.clear();
@@ -1564,7 +1519,7 @@ rules:
         assert_eq!(states(&out), vec![("t.other".into(), AlertState::Resolved)]);
         assert_eq!(
             out[0].ends_at.as_deref(),
-            Some(decode::time::format_rfc3339(at).as_str())
+            Some(crate::clock::format_rfc3339(at).as_str())
         );
     }
 }

@@ -6,11 +6,11 @@
 //! failed and what value was seen.
 
 use crate::decode::WORKLOAD_KEY;
-use crate::decode::{header, payload, resolve_key, time, wrapper, Decoder};
-use crate::detect::truncate as clip;
+use crate::decode::{header, payload, resolve_key, wrapper, Decoder};
 use crate::matcher::{Matcher, MatcherError};
 use crate::rules::{Detect, RuleSet};
 use crate::source::Source;
+use crate::text::truncate as clip;
 use std::fmt::Write;
 
 /// Explains lines against a rule set. Lines given in one session share a
@@ -56,9 +56,9 @@ pub fn describe_detector(d: &Detect) -> String {
         }
         Detect::Novelty(n) => {
             let mut w = String::new();
-            let _ = crate::rules::duration::format_duration(n.window, &mut w);
+            let _ = crate::duration::format_duration(n.window, &mut w);
             let mut l = String::new();
-            let _ = crate::rules::duration::format_duration(n.learn_for, &mut l);
+            let _ = crate::duration::format_duration(n.learn_for, &mut l);
             format!(
                 "novelty: a new {} template on {} group(s), or {} line(s) on one, within {w} (learning the first {l})",
                 n.page_levels.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("/"),
@@ -226,7 +226,7 @@ impl Explainer {
         let decoded = payload::decode(&p.text, Some(p.time));
         x.format = format!("{:?}", decoded.format).to_lowercase();
         x.malformed = decoded.malformed;
-        x.time = Some(time::format_rfc3339(p.time));
+        x.time = Some(crate::clock::format_rfc3339(p.time));
         x.time_from = p.time_from.describe().to_string();
         x.timed = p.time_from.is_own();
         if p.time_from == crate::decode::TimeFrom::Line {
@@ -314,7 +314,7 @@ impl Explainer {
                     r.group_note = Some(format!(
                         "no value for group_by {:?}: {}",
                         rule.group_by,
-                        if matches!(rule.detect, Detect::Spread(_) | Detect::Share(_)) {
+                        if rule.detect.needs_population() {
                             "not counted (ungrouped)"
                         } else {
                             "counted under \"unknown\""
@@ -326,7 +326,7 @@ impl Explainer {
                     "{}{}",
                     describe_detector(&rule.detect),
                     if rule.for_ > 0 {
-                        format!(", held for {}", crate::rules::duration::Dur(rule.for_))
+                        format!(", held for {}", crate::duration::Dur(rule.for_))
                     } else {
                         String::new()
                     }
@@ -559,6 +559,57 @@ impl Explanation {
         o.push('\n');
         o
     }
+}
+
+/// The result of checking one rule's inline examples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleFailure {
+    /// Rule id.
+    pub rule: String,
+    /// Where the rule is defined.
+    pub origin: crate::rules::Origin,
+    /// Whether the line was expected to match.
+    pub expected_match: bool,
+    /// The example line.
+    pub line: String,
+}
+
+/// Runs every rule's inline examples through the real decoder and matcher.
+pub fn check_examples(
+    set: &crate::rules::RuleSet,
+) -> Result<Vec<ExampleFailure>, crate::matcher::MatcherError> {
+    let matcher = crate::matcher::Matcher::new(set)?;
+    let mut failures = Vec::new();
+    let mut scratch = crate::matcher::Scratch::default();
+    for rule in &set.rules {
+        let (yes, no) = &rule.examples;
+        for (lines, expected) in [(yes, true), (no, false)] {
+            for line in lines {
+                let mut dec = crate::decode::Decoder::new(&set.keys, false);
+                let matched =
+                    match dec.prepare(&crate::source::Source::named("example"), line, None) {
+                        Some(p) => {
+                            matcher.scan(&p.text, &mut scratch)
+                                && scratch.candidates.contains(&rule.cond)
+                                && crate::matcher::Matcher::confirm(
+                                    &set.conditions[rule.cond],
+                                    &mut dec.event(&p),
+                                )
+                        }
+                        None => false,
+                    };
+                if matched != expected {
+                    failures.push(ExampleFailure {
+                        rule: rule.id.clone(),
+                        origin: rule.origin.clone(),
+                        expected_match: expected,
+                        line: line.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(failures)
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@
 use crate::alert::{
     fingerprint, AlertState, ChainLink, IncidentEvent, IncidentInfo, Notification, TopGroup,
 };
-use crate::decode::time::{format_rfc3339, parse_rfc3339};
+use crate::clock::format_rfc3339;
+use crate::decode::time::parse_rfc3339;
 use crate::rules::RuleSet;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

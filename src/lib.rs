@@ -16,9 +16,11 @@
 //!                    └──────────────────────── engine: decode → match → detect → alert ──────────────────────┘
 //! ```
 //!
-//! - [`clock`], [`stats`], [`durable`], [`cause`]: the wall clock,
-//!   process-wide counters, crash-safe state files and errors with their
-//!   causes, for every stage.
+//! - [`clock`], [`stats`], [`durable`], [`cause`], [`duration`], [`text`]:
+//!   the ground floor every stage may use — the wall clock and RFC 3339 at
+//!   the edges, process-wide counters, crash-safe state files, errors with
+//!   their causes, durations as written in files, truncation and bounded
+//!   regexes.
 //! - [`source`]: where lines come from, read in bounded blocks on a thread
 //!   of their own.
 //! - [`decode`]: raw lines to events — wrappers, payload formats, time,
@@ -26,7 +28,9 @@
 //! - [`rules`]: the rule language, validated with `file:line:column`.
 //! - [`matcher`]: every literal in one automaton; regexes and fields only
 //!   confirm.
-//! - [`scan`]: the block-wide literal and field searches, as hints.
+//! - [`scan`]: the block-wide literal and field searches, as hints. It
+//!   runs before decoding (on the reader thread) but imports [`decode`],
+//!   whose field patterns it searches.
 //! - [`detect`]: one detector per kind (count, persist, spread, share,
 //!   absent, sequence), bounded per rule.
 //! - [`alert`]: pending → firing → resolved, fingerprints, evidence.
@@ -50,6 +54,7 @@ pub mod config;
 pub mod decode;
 pub mod detect;
 pub mod durable;
+pub mod duration;
 pub mod engine;
 pub mod explain;
 pub mod incident;
@@ -63,7 +68,7 @@ pub mod scan;
 pub mod server;
 pub mod source;
 pub mod stats;
+pub mod text;
 
-pub use engine::{
-    check_examples, Engine, ExampleFailure, Options, ReloadSummary, Stats, DEFAULT_LATENESS_NS,
-};
+pub use engine::{Engine, Options, ReloadSummary, Stats, DEFAULT_LATENESS_NS};
+pub use explain::{check_examples, ExampleFailure};

@@ -23,8 +23,8 @@
 
 use crate::alert::{AlertState, Notification};
 use crate::decode::time;
+use crate::duration::{format_duration, Dur};
 use crate::engine::{Engine, Options};
-use crate::rules::duration::{format_duration, Dur};
 use crate::rules::RuleSet;
 use crate::source::Source;
 use serde::Deserialize;
@@ -282,7 +282,7 @@ fn substitute(line: &str, t: i64, n: u32) -> String {
     let secs = t.div_euclid(1_000_000_000);
     let ms = t.rem_euclid(1_000_000_000) / 1_000_000;
     line.replace("{{ts}}", &format!("{secs}.{ms:03}"))
-        .replace("{{rfc3339}}", &time::format_rfc3339(t))
+        .replace("{{rfc3339}}", &crate::clock::format_rfc3339(t))
         .replace("{{n}}", &n.to_string())
 }
 

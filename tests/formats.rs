@@ -5,7 +5,8 @@
 //! per fresh decoder whose input was modified at `MODIFIED`, which
 //! completes stamps without a year.
 
-use sigwatch::decode::time::{format_rfc3339, parse_rfc3339};
+use sigwatch::clock::format_rfc3339;
+use sigwatch::decode::time::parse_rfc3339;
 use sigwatch::decode::{level, payload, Decoder, KeyConfig, TimeFrom};
 use sigwatch::source::Source;
 

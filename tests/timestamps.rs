@@ -6,8 +6,8 @@
 //! decoded as it would be alone.
 
 use serde_json::Value;
+use sigwatch::clock::format_rfc3339;
 use sigwatch::decode::peek_time;
-use sigwatch::decode::time::format_rfc3339;
 use sigwatch::source::Source;
 use sigwatch::{Engine, Options};
 use std::path::Path;

@@ -194,7 +194,7 @@ pub fn check(rules: &RulesOptions, literals: bool) -> u8 {
             }
         };
     }
-    let failures = match crate::engine::check_examples(&set) {
+    let failures = match crate::explain::check_examples(&set) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("sigwatch: {e}");

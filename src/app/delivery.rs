@@ -5,7 +5,8 @@
 //! alert with its incident), the status board of the live page, and the
 //! replay's report recorder, then the dispatcher, which sends each
 //! receiver the level it takes (and whose receipts drop what a receiver
-//! was told before the restart).
+//! was told before the restart). [`finish`] is the end of every run and
+//! replay: the bounded drain, what was not delivered, the last counters.
 
 use crate::alert::Notification;
 use crate::incident::{IncidentConfig, Incidents};
@@ -213,4 +214,74 @@ impl Delivery {
             self.dispatcher.dispatch(n).await;
         }
     }
+}
+/// The end of a run or replay: drains deliveries (bounded by the shutdown
+/// timeout), logs what was not delivered and the input's counters, and
+/// prints `--stats`. Returns how many notifications were not delivered
+/// (rejected, or dropped: a full queue, or left at the stop with no spool).
+pub async fn finish(
+    p: &super::PipelineOptions,
+    engine: &crate::engine::Engine,
+    mut delivery: Delivery,
+) -> u64 {
+    delivery.flush().await;
+    let d = delivery.dispatcher;
+    let timeout = std::time::Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64);
+    // Counters are read after the drain: a rejection during it counts.
+    let stats = d.snapshot_reader();
+    let left = d.shutdown(timeout).await;
+    if !left.is_empty() {
+        tracing::warn!(receivers = ?left, "Shutdown timeout reached with notifications still queued.");
+    }
+    let s = engine.stats();
+    tracing::info!(
+        lines = s.decode.lines,
+        hits = s.hits,
+        firing = s.alerts.firing,
+        resolved = s.alerts.resolved,
+        malformed = s.decode.malformed,
+        late = s.late,
+        "Input finished."
+    );
+    let receivers = stats();
+    for r in &receivers {
+        if r.failed > 0 || r.dropped > 0 {
+            tracing::warn!(receiver = %r.name, sent = r.sent, failed = r.failed, dropped = r.dropped, "Some notifications were not delivered.");
+        }
+    }
+    if p.stats {
+        // Not eprintln!: a stderr that cannot be written (a full disk)
+        // must not turn the end of a run into a panic.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{}", stats_json(&s, &receivers));
+    }
+    receivers.iter().map(|r| r.failed + r.dropped).sum()
+}
+
+/// `--stats`: every counter the logs mention, in one JSON object — the
+/// engine's, the readers' (lines cut, lines repaired from invalid UTF-8),
+/// failed state writes, and each receiver's deliveries.
+pub fn stats_json(
+    s: &crate::engine::Stats,
+    receivers: &[crate::notify::ReceiverSnapshot],
+) -> String {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "input".into(),
+            serde_json::json!({
+                "truncated_lines": crate::stats::truncated_lines(),
+                "invalid_utf8_lines": crate::stats::invalid_utf8_lines(),
+            }),
+        );
+        o.insert(
+            "state_write_errors".into(),
+            crate::durable::write_errors().into(),
+        );
+        o.insert(
+            "receivers".into(),
+            serde_json::to_value(receivers).unwrap_or_default(),
+        );
+    }
+    v.to_string()
 }

@@ -321,8 +321,8 @@ fn render_templates(miner: &Miner, mined: u64, lines: u64, o: &TemplatesOptions)
                 "count": t.count,
                 "level": t.levels.highest().map(Level::as_str),
                 "levels": t.levels,
-                "first_seen": decode::time::format_rfc3339(t.first_seen),
-                "last_seen": decode::time::format_rfc3339(t.last_seen),
+                "first_seen": crate::clock::format_rfc3339(t.first_seen),
+                "last_seen": crate::clock::format_rfc3339(t.last_seen),
                 "template": t.text(),
             });
             let _ = writeln!(w, "{v}");
@@ -363,7 +363,7 @@ fn render_templates(miner: &Miner, mined: u64, lines: u64, o: &TemplatesOptions)
                 w,
                 "{:>9}  {:<24}  {}",
                 t.count,
-                decode::time::format_rfc3339(t.first_seen),
+                crate::clock::format_rfc3339(t.first_seen),
                 t.text()
             );
         }

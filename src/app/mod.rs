@@ -19,8 +19,8 @@ pub mod receivers;
 pub mod replay;
 pub mod sources;
 
+use crate::duration::Dur;
 use crate::engine::{Engine, Options};
-use crate::rules::duration::Dur;
 use crate::rules::{self, RuleSet};
 use std::path::PathBuf;
 

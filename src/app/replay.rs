@@ -1,8 +1,8 @@
 //! The replay of `sigwatch replay`: event time only, never the clock; a
 //! progress bar on a terminal and a summary at the end.
 
+use super::delivery::finish;
 use super::delivery::Delivery;
-use super::live::finish;
 use super::{build_engine, receivers, AppError, PipelineOptions};
 use crate::alert::Notification;
 use crate::engine::Engine;
@@ -135,8 +135,8 @@ pub async fn replay(
                 lines,
                 bytes,
                 seconds = started.elapsed().as_secs_f64(),
-                first = span.map(|(a, _)| crate::decode::time::format_rfc3339(a)),
-                last = span.map(|(_, b)| crate::decode::time::format_rfc3339(b)),
+                first = span.map(|(a, _)| crate::clock::format_rfc3339(a)),
+                last = span.map(|(_, b)| crate::clock::format_rfc3339(b)),
                 formats = %serde_json::to_string(&s.decode.formats).unwrap_or_default(),
                 rules = %serde_json::to_string(&rules).unwrap_or_default(),
                 "Replay summary (per rule: matches, fired, resolved)."
@@ -202,12 +202,12 @@ fn summary(
     match engine.time_span() {
         Some((a, b)) => {
             let mut span = String::new();
-            let _ = crate::rules::duration::format_duration(b - a, &mut span);
+            let _ = crate::duration::format_duration(b - a, &mut span);
             let _ = writeln!(
                 o,
                 "time span  {} → {} ({span})",
-                crate::decode::time::format_rfc3339(a),
-                crate::decode::time::format_rfc3339(b)
+                crate::clock::format_rfc3339(a),
+                crate::clock::format_rfc3339(b)
             );
         }
         None if lines > 0 => {

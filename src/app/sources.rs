@@ -3,7 +3,7 @@
 
 use super::{read_secret, AppError};
 use crate::clock::wall_ns;
-use crate::rules::duration::Dur;
+use crate::duration::Dur;
 use crate::scan::{Hints, ScannerSlot};
 use crate::source::block::{self, Block, ReadBlocks};
 use crate::source::file;
@@ -232,7 +232,7 @@ fn start_loki(
             tracing::warn!(query = %q, "This selector can match Loki's own logs, which record every query: sigwatch would read its own queries in a loop. Pin a label to your workload, e.g. {{namespace=\"livekit\"}}.");
         }
         let start = *cursors.entry(q.clone()).or_insert(fresh);
-        tracing::info!(query = %q, start = %crate::decode::time::format_rfc3339(start), resumed = start != fresh, "Loki query starting.");
+        tracing::info!(query = %q, start = %crate::clock::format_rfc3339(start), resumed = start != fresh, "Loki query starting.");
         if a.loki_tail {
             tokio::spawn(run_tail(
                 cfg.clone(),

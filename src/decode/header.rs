@@ -2275,7 +2275,8 @@ fn trim_range(inner: &[u8], base: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::time::{format_rfc3339, parse_rfc3339};
+    use crate::clock::format_rfc3339;
+    use crate::decode::time::parse_rfc3339;
 
     /// One header shape: a real-shaped line, the time it names (RFC 3339,
     /// ms), its level, where its message starts, and its named parts.

@@ -255,13 +255,6 @@ pub fn from_parts(
     Utc.from_utc_datetime(&t).timestamp_nanos_opt()
 }
 
-/// Formats nanoseconds as RFC 3339 UTC with millisecond precision.
-pub fn format_rfc3339(ns: i64) -> String {
-    DateTime::from_timestamp_nanos(ns)
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
-}
-
 /// Parses `12:00:40.118204` into (h, m, s, nanos).
 pub fn parse_clock(s: &str) -> Option<(u32, u32, u32, u32)> {
     let b = s.as_bytes();
@@ -369,6 +362,7 @@ pub fn with_inferred_date(reference: i64, clock: (u32, u32, u32, u32)) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::format_rfc3339;
 
     #[test]
     fn epoch_units() {

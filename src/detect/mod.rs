@@ -121,12 +121,9 @@ impl<T: Serialize + serde::de::DeserializeOwned> Saved for T {
 pub trait Detector: Send + Saved {
     /// Records a confirmed match.
     fn observe(&mut self, hit: &Hit<'_>);
-    /// Records that `group` logged something (any line) at `time`.
+    /// Records that `group` logged something (any line) at `time`; called
+    /// for rules whose [`crate::rules::Detect::needs_population`] holds.
     fn seen(&mut self, _group: &str, _partition: &str, _time: i64) {}
-    /// Whether [`Detector::seen`] should be called for every event.
-    fn needs_population(&self) -> bool {
-        false
-    }
     /// How recently a group must have logged to count as alive (ns), for
     /// detectors with a population.
     fn population_window(&self) -> Option<i64> {
@@ -318,19 +315,7 @@ pub fn push_sample(samples: &mut Vec<String>, line: &str) {
     if samples.len() >= MAX_SAMPLES {
         return;
     }
-    samples.push(truncate(line, SAMPLE_BYTES));
-}
-
-/// Truncates at a char boundary, marking the cut with `…`.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
+    samples.push(crate::text::truncate(line, SAMPLE_BYTES));
 }
 
 /// Sorts (group, count) by count descending, then name, and keeps `n`.

@@ -48,7 +48,10 @@ impl Detector for Sequence {
         });
         match hit.step {
             Step::Primary => {
-                g.last_a = Some((hit.time, super::truncate(hit.sample, super::SAMPLE_BYTES)))
+                g.last_a = Some((
+                    hit.time,
+                    crate::text::truncate(hit.sample, super::SAMPLE_BYTES),
+                ))
             }
             Step::Then => {
                 let Some((a, sample_a)) = g.last_a.take() else {

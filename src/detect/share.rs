@@ -102,10 +102,6 @@ impl Detector for Share {
         self.part(partition).population.seen(group, time);
     }
 
-    fn needs_population(&self) -> bool {
-        true
-    }
-
     fn population_window(&self) -> Option<i64> {
         Some(self.pop_window)
     }
@@ -234,7 +230,7 @@ impl Detector for Share {
 mod tests {
     use super::*;
     use crate::detect::Step;
-    use crate::rules::duration::Dur;
+    use crate::duration::Dur;
     const S: i64 = 1_000_000_000;
 
     fn spec() -> ShareSpec {

@@ -100,10 +100,6 @@ impl Detector for Spread {
         self.part(partition, time).population.seen(group, time);
     }
 
-    fn needs_population(&self) -> bool {
-        true
-    }
-
     fn population_window(&self) -> Option<i64> {
         Some(self.pop_window)
     }
@@ -195,7 +191,7 @@ impl Detector for Spread {
 mod tests {
     use super::*;
     use crate::detect::Step;
-    use crate::rules::duration::Dur;
+    use crate::duration::Dur;
     const S: i64 = 1_000_000_000;
 
     fn spec(groups: Option<usize>, fraction: Option<f64>) -> SpreadSpec {

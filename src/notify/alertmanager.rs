@@ -92,7 +92,7 @@ pub struct Alertmanager {
 }
 
 fn rfc3339(ns: i64) -> String {
-    crate::decode::time::format_rfc3339(ns)
+    crate::clock::format_rfc3339(ns)
 }
 
 impl Alertmanager {

@@ -48,7 +48,7 @@ pub fn event(routing_key: &str, n: &Notification) -> serde_json::Value {
     let samples: Vec<String> = n
         .samples
         .iter()
-        .map(|s| crate::detect::truncate(s, 1024))
+        .map(|s| crate::text::truncate(s, 1024))
         .collect();
     serde_json::json!({
         "routing_key": routing_key,

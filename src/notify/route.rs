@@ -64,7 +64,7 @@ impl Router {
                         "route match key {k:?}: use severity, rule, group or labels.NAME"
                     ));
                 }
-                let re = crate::rules::compile_regex(&format!("^(?:{v})$"))
+                let re = crate::text::compile_regex(&format!("^(?:{v})$"))
                     .map_err(|e| format!("route match {k}: {e}"))?;
                 conds.push((k.clone(), re));
             }

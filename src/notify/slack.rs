@@ -21,7 +21,7 @@ pub struct Slack {
 }
 
 fn cut(s: &str, max: usize) -> String {
-    crate::detect::truncate(s, max.saturating_sub(3))
+    crate::text::truncate(s, max.saturating_sub(3))
 }
 
 /// The Block Kit message for a notification.

@@ -11,7 +11,8 @@
 //! file of a few hundred kilobytes that opens at once.
 
 use crate::alert::{AlertState, Notification};
-use crate::decode::time::{format_rfc3339, parse_rfc3339};
+use crate::clock::format_rfc3339;
+use crate::decode::time::parse_rfc3339;
 use crate::engine::{HitRecord, Recording};
 use crate::incident::Incidents;
 use crate::rules::RuleSet;

@@ -2,7 +2,7 @@
 //! in a key is an error with its line and column rather than a silently
 //! ignored option.
 
-use super::duration::Dur;
+use crate::duration::Dur;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Durations written as `30s`, `10m`, `1h` in rule files.
+//! Durations written as `30s`, `10m`, `1h` in rule and configuration files.
 //!
 //! A newtype so that a malformed duration is reported by the YAML parser with
 //! the exact line and column of the bad value.

@@ -1,0 +1,962 @@
+//! The rule compiler: YAML files (the pack, then the operator's own) read,
+//! validated with `file:line:column` errors and compiled into the model of
+//! [`super`]. Kept apart from the model so that the stages that only read
+//! rules never open the loader.
+
+use super::model::{self, DetectSpec, FieldCond, Layer, MatchSpec, RuleFile, RuleSpec, Severity};
+use super::template::Template;
+use super::{
+    CondId, Condition, Detect, Novelty, Origin, Rule, RuleError, RuleErrors, RuleSet, ValueCond,
+    BUILTIN, DEFAULT_CHATTER_PER_SECOND, DEFAULT_MAX_GROUPS, DEFAULT_REPEAT_INTERVAL, NOVELTY_RULE,
+};
+use crate::decode::payload::Level;
+use crate::duration::Dur;
+use crate::text::compile_regex;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Loads the embedded built-in pack.
+pub fn load_builtin() -> Result<RuleSet, RuleErrors> {
+    load_layered(true, &[])
+}
+
+/// Loads rule files from paths (files or directories of `*.yaml`/`*.yml`).
+pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
+    compile(&read_paths(paths)?)
+}
+
+/// Reads the rule files under paths as (name, text), in a stable order,
+/// without compiling them (`--watch-rules` compares these).
+pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, RuleErrors> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for p in paths {
+        collect_files(p, &mut files, &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(RuleErrors(errors));
+    }
+    if files.is_empty() {
+        return Err(RuleErrors(vec![RuleError::Io {
+            path: paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            message: "no rule files (*.yaml, *.yml) found".into(),
+        }]));
+    }
+    Ok(files)
+}
+
+fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<RuleError>) {
+    let io = |e: std::io::Error| RuleError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
+    if p.is_dir() {
+        let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+            Err(e) => return errors.push(io(e)),
+        };
+        entries.sort();
+        for e in entries {
+            let yaml = e.extension().is_some_and(|x| x == "yaml" || x == "yml");
+            if yaml && e.is_file() {
+                collect_files(&e, files, errors);
+            }
+        }
+    } else {
+        match std::fs::read_to_string(p) {
+            Ok(t) => files.push((p.display().to_string(), t)),
+            Err(e) => errors.push(io(e)),
+        }
+    }
+}
+
+/// Compiles rule files given as (name, text). All errors are collected.
+pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
+    compile_layers(files, 0)
+}
+
+/// Compiles the built-in pack with rule files of one's own: the pack's
+/// files, then `paths` (files or directories). A rule of one's own with
+/// the id of a pack rule replaces it; a `novelty:` section of one's own
+/// replaces the pack's. `pack: false` (`--no-builtin-rules`) leaves the
+/// pack out.
+pub fn load_layered(pack: bool, paths: &[PathBuf]) -> Result<RuleSet, RuleErrors> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    if pack {
+        files.extend(BUILTIN.iter().map(|(n, t)| (n.to_string(), t.to_string())));
+    }
+    let n = files.len();
+    if !paths.is_empty() {
+        files.extend(read_paths(paths)?);
+    }
+    if files.is_empty() {
+        return Err(RuleErrors(vec![RuleError::Io {
+            path: "(none)".into(),
+            message: "no rules: without the built-in pack, give --rules PATH".into(),
+        }]));
+    }
+    compile_layers(&files, n)
+}
+
+/// [`compile`], where the first `pack` files are the built-in pack: rules
+/// and the novelty section of the files after them replace the pack's of
+/// the same id instead of clashing with them.
+pub fn compile_layers(files: &[(String, String)], pack: usize) -> Result<RuleSet, RuleErrors> {
+    let mut set = RuleSet::default();
+    let mut errors = Vec::new();
+    let mut literal_total = 0usize;
+    let mut seen_ids: HashSet<String> = HashSet::new();
+    let mut parsed = Vec::new();
+    for (i, (name, text)) in files.iter().enumerate() {
+        match serde_yaml_ng::from_str::<RuleFile>(text) {
+            Ok(mut f) => {
+                if i < pack {
+                    f.layer = Layer::Pack;
+                }
+                parsed.push((name, text, f))
+            }
+            Err(e) => {
+                let (line, column) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((1, 1));
+                errors.push(RuleError::At {
+                    file: name.clone(),
+                    line,
+                    column,
+                    message: strip_location(&e.to_string()),
+                });
+            }
+        }
+    }
+    // Aliases and sticky fields first: rules of any file may use them.
+    for (_, _, f) in &parsed {
+        for (k, v) in &f.aliases {
+            set.keys.aliases.insert(k.clone(), v.clone());
+        }
+        for s in &f.sticky {
+            if !set.keys.sticky.contains(s) {
+                set.keys.sticky.push(s.clone());
+            }
+        }
+    }
+    // One's own rules and novelty replace the pack's.
+    let own_ids: HashSet<String> = parsed
+        .iter()
+        .filter(|(_, _, f)| f.layer == Layer::Own)
+        .flat_map(|(_, _, f)| f.rules.iter().map(|r| r.id.clone()))
+        .collect();
+    let own_novelty = parsed
+        .iter()
+        .any(|(_, _, f)| f.layer == Layer::Own && f.novelty.is_some());
+    for (name, _, f) in parsed.iter_mut().filter(|(_, _, f)| f.layer == Layer::Pack) {
+        let before = f.rules.len();
+        f.rules.retain(|r| !own_ids.contains(&r.id));
+        if f.rules.len() < before {
+            tracing::info!(file = %name, replaced = before - f.rules.len(), "Rules of one's own replace built-in rules of the same id.");
+        }
+        if own_novelty {
+            f.novelty = None;
+        }
+    }
+    let parsed_meta: Vec<(String, String, Option<model::NoveltySpec>)> = parsed
+        .iter()
+        .map(|(n, t, f)| (n.to_string(), t.to_string(), f.novelty.clone()))
+        .collect();
+    for (name, text, f) in parsed {
+        let from_pack = f.layer == Layer::Pack;
+        let index = Lines::new(text);
+        let mut occurrences: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::new();
+        for spec in f.rules {
+            let id = spec.id.clone();
+            let nth = {
+                let n = occurrences.entry(id.clone()).or_insert(0);
+                *n += 1;
+                *n - 1
+            };
+            let (line, col) = index.locate(&id, nth, None);
+            let at = |key: Option<&str>, message: String| {
+                let (line, column) = key
+                    .map(|k| index.locate(&id, nth, Some(k)))
+                    .unwrap_or((line, col));
+                RuleError::At {
+                    file: name.clone(),
+                    line,
+                    column,
+                    message,
+                }
+            };
+            if !seen_ids.insert(spec.id.clone()) {
+                errors.push(at(None, format!("duplicate rule id {:?}", spec.id)));
+                continue;
+            }
+            let conds_before = set.conditions.len();
+            match compile_rule(
+                spec,
+                &mut set,
+                Origin {
+                    file: name.clone(),
+                    line,
+                    pack: from_pack,
+                },
+            ) {
+                Ok(rule) => {
+                    literal_total += set.conditions[conds_before..]
+                        .iter()
+                        .map(literal_bytes)
+                        .sum::<usize>();
+                    if literal_total > MAX_SET_LITERAL_BYTES {
+                        errors.push(at(
+                            Some("match"),
+                            format!(
+                                "the rules' literals pass {} MiB in all here: the automaton they make would not stay small; split the pack",
+                                MAX_SET_LITERAL_BYTES >> 20
+                            ),
+                        ));
+                        literal_total = 0;
+                    }
+                    set.rules.push(rule)
+                }
+                Err((key, msg)) => errors.push(at(key, msg)),
+            }
+        }
+    }
+    // Novelty: on unless a file turns it off; one file at most sets it.
+    let mut novelty: Option<(&String, &String, &model::NoveltySpec)> = None;
+    for (name, text, f) in &parsed_meta {
+        let Some(spec) = f else { continue };
+        let (line, column) = locate_top(text, "novelty");
+        if let Some((first, _, _)) = novelty {
+            errors.push(RuleError::At {
+                file: name.to_string(),
+                line,
+                column,
+                message: format!("novelty is already configured in {first}; one file sets it"),
+            });
+            continue;
+        }
+        novelty = Some((name, text, spec));
+    }
+    let default_spec = model::NoveltySpec::default();
+    let (origin, spec) = match novelty {
+        Some((name, text, spec)) => (
+            Origin {
+                file: name.clone(),
+                line: locate_top(text, "novelty").0,
+                pack: BUILTIN.iter().any(|(n, t)| n == name && t == text),
+            },
+            spec,
+        ),
+        None => (
+            Origin {
+                file: "(built in)".into(),
+                line: 0,
+                pack: true,
+            },
+            &default_spec,
+        ),
+    };
+    if spec.enabled != Some(false) && errors.is_empty() {
+        if seen_ids.contains(NOVELTY_RULE) {
+            errors.push(RuleError::At {
+                file: origin.file.clone(),
+                line: origin.line.max(1),
+                column: 1,
+                message: format!("rule id {NOVELTY_RULE:?} is reserved for novelty"),
+            });
+        } else {
+            match compile_novelty(spec, &mut set, origin.clone()) {
+                Ok(rule) => set.rules.push(rule),
+                Err(message) => errors.push(RuleError::At {
+                    file: origin.file.clone(),
+                    line: origin.line.max(1),
+                    column: 1,
+                    message: format!("novelty: {message}"),
+                }),
+            }
+        }
+    }
+    // Incident chains name rules of any file (once they all compiled).
+    let rules_ok = errors.is_empty();
+    for r in set.rules.iter().filter(|_| rules_ok) {
+        for c in &r.caused_by {
+            let problem = if c == &r.id {
+                Some("a rule cannot be caused by itself".to_string())
+            } else if !set.rules.iter().any(|o| &o.id == c) {
+                Some(format!("caused_by names unknown rule {c:?}"))
+            } else {
+                None
+            };
+            if let Some(message) = problem {
+                let (line, column) = parsed_text(&parsed_meta, &r.origin.file)
+                    .map_or((r.origin.line, 1), |t| {
+                        locate(t, &r.id, 0, Some("caused_by"))
+                    });
+                errors.push(RuleError::At {
+                    file: r.origin.file.clone(),
+                    line,
+                    column,
+                    message,
+                });
+            }
+        }
+        if r.incident.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            errors.push(RuleError::At {
+                file: r.origin.file.clone(),
+                line: r.origin.line,
+                column: 1,
+                message: "incident: the name is empty".into(),
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(RuleErrors(errors))
+    }
+}
+
+/// The text of a parsed rule file, by name.
+fn parsed_text<'a>(
+    meta: &'a [(String, String, Option<model::NoveltySpec>)],
+    file: &str,
+) -> Option<&'a str> {
+    meta.iter()
+        .find(|(n, _, _)| n == file)
+        .map(|(_, t, _)| t.as_str())
+}
+
+/// Line and column of a top-level `key:` (1, 1 when absent).
+fn locate_top(text: &str, key: &str) -> (usize, usize) {
+    let pat = format!("{key}:");
+    text.lines()
+        .position(|l| l.starts_with(&pat))
+        .map_or((1, 1), |i| (i + 1, 1))
+}
+
+/// Levels named in a novelty section; `error` brings `fatal` along, and
+/// `none` (lines without a level) is returned apart.
+fn novelty_levels(names: &[String], what: &str) -> Result<(Vec<Level>, bool), String> {
+    let mut out = Vec::new();
+    let mut none = false;
+    for n in names {
+        if n.eq_ignore_ascii_case("none") {
+            none = true;
+            continue;
+        }
+        let l = Level::parse(n).ok_or_else(|| {
+            format!("{what}: unknown level {n:?} (use debug, info, warn, error, fatal, none)")
+        })?;
+        out.push(l);
+        if l == Level::Error {
+            out.push(Level::Fatal);
+        }
+    }
+    out.sort_by_key(|l| *l as u8);
+    out.dedup();
+    Ok((out, none))
+}
+
+/// The synthetic rule of the `novelty:` section (see [`Novelty`]).
+fn compile_novelty(
+    spec: &model::NoveltySpec,
+    set: &mut RuleSet,
+    origin: Origin,
+) -> Result<Rule, String> {
+    let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (levels, unleveled) = novelty_levels(
+        spec.levels
+            .as_deref()
+            .unwrap_or(&strs(&["debug", "info", "warn", "error"])),
+        "levels",
+    )?;
+    let (page_levels, page_none) = novelty_levels(
+        spec.page_levels.as_deref().unwrap_or(&strs(&["error"])),
+        "page_levels",
+    )?;
+    if page_none {
+        return Err("page_levels cannot name none: a line without a level never pages".into());
+    }
+    if let Some(l) = page_levels.iter().find(|l| !levels.contains(l)) {
+        return Err(format!(
+            "page_levels has {} but levels does not: only mined levels can page",
+            l.as_str()
+        ));
+    }
+    let d = |v: Option<Dur>, default: i64, what: &str| -> Result<i64, String> {
+        let ns = v.unwrap_or(Dur::secs(default)).ns();
+        if ns < 0 {
+            return Err(format!("{what} must not be negative"));
+        }
+        Ok(ns)
+    };
+    let window = d(spec.window, 300, "window")?;
+    if window == 0 {
+        return Err("window must be positive".into());
+    }
+    if spec.similarity.is_some() {
+        return Err("similarity is no longer a setting: two messages share a template when their words agree, and a position becomes a variable after variable_after distinct words (default 4)".into());
+    }
+    let variable_after = spec.variable_after.unwrap_or(4);
+    if variable_after < 2 {
+        return Err("variable_after must be 2 or more".into());
+    }
+    let n = Novelty {
+        levels,
+        unleveled,
+        chatter_per_second: spec
+            .chatter_per_second
+            .unwrap_or(DEFAULT_CHATTER_PER_SECOND),
+        page_levels,
+        learn_for: d(spec.learn_for, 3600, "learn_for")?,
+        window,
+        min_count: spec.min_count.unwrap_or(5).max(1),
+        min_groups: spec.min_groups.unwrap_or(2).max(1),
+        novel_for: d(spec.novel_for, 3600, "novel_for")?,
+        forget_after: d(spec.forget_after, 7 * 86_400, "forget_after")?,
+        max_templates: spec.max_templates.unwrap_or(10_000).max(1),
+        variable_after,
+        ignore: spec
+            .ignore
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+    };
+    let group_by = spec
+        .group_by
+        .as_ref()
+        .map(|g| g.to_vec())
+        .unwrap_or_else(|| vec!["node".to_string()]);
+    if group_by.is_empty() || group_by.iter().any(|g| g.trim().is_empty()) {
+        return Err("group_by needs a key".into());
+    }
+    let noun = group_by[0].clone();
+    let mut annotations = BTreeMap::new();
+    let defaults = [
+        (
+            "summary",
+            format!("new {{{{ level }}}} template on {{{{ groups }}}} {noun}(s): `{{{{ template }}}}`"),
+        ),
+        (
+            "description",
+            "A message never seen before (or not for a long time) at this level, first seen {{ first_seen }} on {{ top_group }}; {{ count }} lines so far.".to_string(),
+        ),
+    ];
+    for (k, v) in defaults {
+        annotations.insert(k.to_string(), v);
+    }
+    for (k, v) in &spec.annotations {
+        annotations.insert(k.clone(), v.clone());
+    }
+    let mut compiled = BTreeMap::new();
+    for (k, v) in annotations {
+        let t = Template::parse(&v).map_err(|e| format!("annotation {k}: {e}"))?;
+        compiled.insert(k, t);
+    }
+    for k in spec.labels.keys() {
+        if ["rule", "severity", "group", "alertname"].contains(&k.as_str()) {
+            return Err(format!(
+                "label {k:?} is set by sigwatch and cannot be overridden"
+            ));
+        }
+    }
+    set.conditions.push(Condition {
+        never: true,
+        ..Condition::default()
+    });
+    let cond = set.conditions.len() - 1;
+    Ok(Rule {
+        id: NOVELTY_RULE.to_string(),
+        title: "New error template".into(),
+        severity: spec.severity.unwrap_or(Severity::Warning),
+        description: Some(
+            "A log template never seen before (or not for a long time) at a paging level, \
+             on enough lines of one group or on several groups: a failure mode no rule names."
+                .into(),
+        ),
+        cond,
+        resolve_on: None,
+        group_by,
+        resolve_after: window,
+        detect: Detect::Novelty(n),
+        for_: d(spec.for_, 30, "for")?,
+        repeat_interval: spec
+            .repeat_interval
+            .unwrap_or(DEFAULT_REPEAT_INTERVAL)
+            .ns()
+            .max(1),
+        max_groups: DEFAULT_MAX_GROUPS,
+        annotations: compiled,
+        labels: spec.labels.clone(),
+        examples: Default::default(),
+        caused_by: Vec::new(),
+        incident: None,
+        origin,
+    })
+}
+
+/// serde_yaml appends " at line L column C"; we print the location up front.
+fn strip_location(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Finds the line and column of the `nth` rule with this `id` (or of `key:`
+/// inside that rule).
+/// A rule file's lines and where each rule id is defined, built once per
+/// file so that locating every rule is linear in the file, not quadratic.
+struct Lines<'a> {
+    lines: Vec<&'a str>,
+    ids: std::collections::HashMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Lines<'a> {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut ids: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start().trim_start_matches("- ").trim_start();
+            if let Some(rest) = t.strip_prefix("id:") {
+                let id = rest.trim().trim_matches(|c| c == '"' || c == '\'');
+                ids.entry(id).or_default().push(i);
+            }
+        }
+        Lines { lines, ids }
+    }
+
+    /// (line, column) of the `nth` rule with this id, or of its `key`.
+    fn locate(&self, id: &str, nth: usize, key: Option<&str>) -> (usize, usize) {
+        let Some(&start) = self.ids.get(id).and_then(|v| v.get(nth)) else {
+            return (1, 1);
+        };
+        let col_of = |l: &str, pat: &str| l.find(pat).map(|c| c + 1).unwrap_or(1);
+        if let Some(key) = key {
+            let pat = format!("{key}:");
+            for (i, l) in self.lines.iter().enumerate().skip(start) {
+                if i > start && l.trim_start().starts_with("- id:") {
+                    break;
+                }
+                let t = l.trim_start().trim_start_matches("- ");
+                if t.starts_with(&pat) {
+                    return (i + 1, col_of(l, &pat));
+                }
+            }
+        }
+        (start + 1, col_of(self.lines[start], "id:"))
+    }
+}
+
+/// Where a rule (or one of its keys) is in a file (for a single lookup).
+fn locate(text: &str, id: &str, nth: usize, key: Option<&str>) -> (usize, usize) {
+    Lines::new(text).locate(id, nth, key)
+}
+
+type Located = (Option<&'static str>, String);
+
+fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rule, Located> {
+    if spec.id.trim().is_empty() || spec.id.chars().any(char::is_whitespace) {
+        return Err((
+            Some("id"),
+            format!("rule id {:?} must be non-empty and have no spaces", spec.id),
+        ));
+    }
+    let cond = push_cond(set, &spec.match_).map_err(|m| (Some("match"), m))?;
+    let resolve_on = match &spec.resolve_on {
+        Some(m) => Some(push_cond(set, m).map_err(|m| (Some("resolve_on"), m))?),
+        None => None,
+    };
+    let detect = compile_detect(&spec.detect, set)?;
+    let group_by = spec
+        .group_by
+        .as_ref()
+        .map(|g| g.to_vec())
+        .unwrap_or_default();
+    if group_by.iter().any(|g| g.trim().is_empty()) {
+        return Err((Some("group_by"), "group_by has an empty key".into()));
+    }
+    if matches!(detect, Detect::Share(_)) && group_by.is_empty() {
+        return Err((
+            Some("group_by"),
+            "share needs group_by: the share of which group?".into(),
+        ));
+    }
+    if matches!(detect, Detect::Spread(_)) && group_by.is_empty() {
+        return Err((
+            Some("group_by"),
+            "spread needs group_by: spread across which groups?".into(),
+        ));
+    }
+    let mut annotations = BTreeMap::new();
+    for (k, v) in &spec.annotations {
+        let t = Template::parse(v)
+            .map_err(|e| (Some("annotations"), format!("annotation {k}: {e}")))?;
+        annotations.insert(k.clone(), t);
+    }
+    for k in spec.labels.keys() {
+        if ["rule", "severity", "group", "alertname"].contains(&k.as_str()) {
+            return Err((
+                Some("labels"),
+                format!("label {k:?} is set by sigwatch and cannot be overridden"),
+            ));
+        }
+    }
+    let max_groups = spec.max_groups.unwrap_or(DEFAULT_MAX_GROUPS);
+    if max_groups == 0 {
+        return Err((Some("max_groups"), "max_groups must be at least 1".into()));
+    }
+    let resolve_after = spec.resolve_after.unwrap_or(detect.window()).ns();
+    let examples = spec
+        .examples
+        .map(|e| (e.match_, e.no_match))
+        .unwrap_or_default();
+    Ok(Rule {
+        id: spec.id,
+        title: spec.title,
+        severity: spec.severity,
+        description: spec.description,
+        cond,
+        resolve_on,
+        group_by,
+        detect,
+        for_: spec.for_.unwrap_or_default().ns(),
+        resolve_after,
+        repeat_interval: spec
+            .repeat_interval
+            .unwrap_or(DEFAULT_REPEAT_INTERVAL)
+            .ns()
+            .max(1),
+        max_groups,
+        annotations,
+        labels: spec.labels,
+        examples,
+        caused_by: spec.caused_by.map(|c| c.to_vec()).unwrap_or_default(),
+        incident: spec.incident,
+        origin,
+    })
+}
+
+fn compile_detect(d: &DetectSpec, set: &mut RuleSet) -> Result<Detect, Located> {
+    let err = |m: &str| (Some("detect"), m.to_string());
+    let mut kinds = Vec::new();
+    if let Some(c) = &d.count {
+        if c.threshold == 0 {
+            return Err(err("count.threshold must be at least 1"));
+        }
+        if c.window.ns() <= 0 {
+            return Err(err("count.window must be positive"));
+        }
+        kinds.push(Detect::Count(c.clone()));
+    }
+    if let Some(p) = &d.persist {
+        if p.for_.ns() <= 0 || p.max_gap.ns() <= 0 {
+            return Err(err("persist.for and persist.max_gap must be positive"));
+        }
+        kinds.push(Detect::Persist(p.clone()));
+    }
+    if let Some(s) = &d.spread {
+        if s.window.ns() <= 0 {
+            return Err(err("spread.window must be positive"));
+        }
+        if s.groups.is_none() && s.fraction.is_none() {
+            return Err(err(
+                "spread needs groups (≥ K groups) or fraction (≥ F of the groups seen)",
+            ));
+        }
+        if s.fraction.is_some_and(|f| !(f > 0.0 && f <= 1.0)) {
+            return Err(err("spread.fraction must be in (0, 1]"));
+        }
+        if s.groups == Some(0) {
+            return Err(err("spread.groups must be at least 1"));
+        }
+        kinds.push(Detect::Spread(s.clone()));
+    }
+    if let Some(s) = &d.share {
+        if s.window.ns() <= 0 {
+            return Err(err("share.window must be positive"));
+        }
+        if !(s.min_share > 0.0 && s.min_share <= 1.0) {
+            return Err(err("share.min_share must be in (0, 1]"));
+        }
+        if s.min_total == 0 {
+            return Err(err("share.min_total must be at least 1"));
+        }
+        kinds.push(Detect::Share(s.clone()));
+    }
+    if let Some(a) = &d.absent {
+        if a.for_.ns() <= 0 {
+            return Err(err("absent.for must be positive"));
+        }
+        kinds.push(Detect::Absent(a.clone()));
+    }
+    if let Some(s) = &d.sequence {
+        if s.within.ns() <= 0 {
+            return Err(err("sequence.within must be positive"));
+        }
+        let then = push_cond(set, &s.then).map_err(|m| (Some("then"), m))?;
+        kinds.push(Detect::Sequence {
+            then,
+            within: s.within,
+        });
+    }
+    match kinds.len() {
+        1 => Ok(kinds.remove(0)),
+        0 => Err(err(
+            "detect needs one of count, persist, spread, share, absent, sequence",
+        )),
+        _ => Err(err("detect takes exactly one kind")),
+    }
+}
+
+/// Longest literal (`contains`, `contains_all`, `not_contains`, a field
+/// value): a signature is a few distinctive words, and every literal joins
+/// one automaton whose size follows the literals' bytes. A longer one is a
+/// load error, not minutes of compiling and gigabytes of memory.
+pub const MAX_LITERAL_BYTES: usize = 1024;
+
+/// Most literal bytes in one rule set (with [`MAX_LITERAL_BYTES`], the
+/// automaton and its compile time stay linear and bounded).
+pub const MAX_SET_LITERAL_BYTES: usize = 4 << 20;
+
+/// The literal bytes a condition brings to the automaton.
+fn literal_bytes(c: &Condition) -> usize {
+    let lits: usize = c
+        .any
+        .iter()
+        .chain(&c.all)
+        .chain(&c.none)
+        .map(String::len)
+        .sum();
+    let values: usize = c
+        .fields
+        .iter()
+        .map(|(_, v)| match v {
+            ValueCond::Equals(s) => s.len(),
+            ValueCond::OneOf(l) => l.iter().map(String::len).sum(),
+            _ => 0,
+        })
+        .sum();
+    lits + values
+}
+
+fn check_literal(what: &str, s: &str) -> Result<(), String> {
+    if s.len() > MAX_LITERAL_BYTES {
+        let start: String = s.chars().take(40).collect();
+        return Err(format!(
+            "{what} has a literal of {} bytes ({start:?}…), more than the {MAX_LITERAL_BYTES} a literal may have: keep the distinctive words of the signature",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
+fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
+    Ok(match c {
+        FieldCond::Equals(s) => {
+            check_literal("field", s)?;
+            ValueCond::Equals(s.clone())
+        }
+        FieldCond::OneOf(v) => {
+            for s in v {
+                check_literal("field", s)?;
+            }
+            ValueCond::OneOf(v.clone())
+        }
+        FieldCond::Exists(b) => ValueCond::Exists(*b),
+        FieldCond::Regex(r) => ValueCond::Regex(compile_regex(r)?),
+    })
+}
+
+fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
+    let lits = |o: &Option<model::OneOrMany>, what: &str| -> Result<Vec<String>, String> {
+        let v = o.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+        if v.iter().any(|s| s.is_empty()) {
+            return Err(format!(
+                "{what} has an empty literal, which would match every line"
+            ));
+        }
+        for s in &v {
+            check_literal(what, s)?;
+        }
+        Ok(v)
+    };
+    let mut c = Condition {
+        any: lits(&m.contains, "contains")?,
+        all: lits(&m.contains_all, "contains_all")?,
+        none: lits(&m.not_contains, "not_contains")?,
+        ..Condition::default()
+    };
+    for r in m.regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
+        c.regexes.push(compile_regex(&r)?);
+    }
+    for (k, v) in &m.field {
+        c.fields.push((k.clone(), compile_value(v)?));
+    }
+    for (k, v) in &m.labels {
+        c.labels.push((k.clone(), compile_value(v)?));
+    }
+    let empty = c.any.is_empty()
+        && c.all.is_empty()
+        && c.regexes.is_empty()
+        && c.fields.is_empty()
+        && c.labels.is_empty();
+    if empty {
+        return Err(
+            "a match block needs at least one of contains, contains_all, regex, field, labels"
+                .into(),
+        );
+    }
+    set.conditions.push(c);
+    Ok(set.conditions.len() - 1)
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    fn one(text: &str) -> Result<RuleSet, RuleErrors> {
+        compile(&[("t.yaml".to_string(), text.to_string())])
+    }
+
+    #[test]
+    fn builtin_pack_compiles() {
+        let set = load_builtin().unwrap();
+        assert!(set.rules.len() >= 10, "{} rules", set.rules.len());
+        assert!(
+            set.rules.iter().all(|r| r.origin.pack),
+            "marked as the pack"
+        );
+    }
+
+    const OWN: &str = "rules:\n  - id: own.oops\n    title: t\n    severity: warning\n    match: {contains: [oops happened]}\n    detect: {count: {threshold: 1, window: 1m}}\n";
+
+    fn own_file(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("own.yaml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn rules_of_ones_own_are_added_to_the_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = load_builtin().unwrap();
+        let set = load_layered(true, &[own_file(dir.path(), OWN)]).unwrap();
+        assert_eq!(set.rules.len(), pack.rules.len() + 1);
+        let own = set.rules.iter().find(|r| r.id == "own.oops").unwrap();
+        assert!(!own.origin.pack && own.origin.file.ends_with("own.yaml"));
+        assert!(set
+            .rules
+            .iter()
+            .any(|r| r.id == "livekit.drain_stuck" && r.origin.pack));
+    }
+
+    #[test]
+    fn a_rule_with_a_pack_rules_id_replaces_it_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = OWN.replace("own.oops", "egress.disk_full");
+        let pack = load_builtin().unwrap();
+        let set = load_layered(true, &[own_file(dir.path(), &text)]).unwrap();
+        assert_eq!(set.rules.len(), pack.rules.len(), "replaced, not added");
+        let r = set
+            .rules
+            .iter()
+            .find(|r| r.id == "egress.disk_full")
+            .unwrap();
+        assert!(!r.origin.pack, "one's own version");
+        assert_eq!(r.severity, Severity::Warning);
+        // Twice in one's own files is still a clash.
+        let twice = format!("{text}{}", text.trim_start_matches("rules:\n"));
+        let e = load_layered(true, &[own_file(dir.path(), &twice)]).unwrap_err();
+        assert!(e.to_string().contains("egress.disk_full"), "{e}");
+    }
+
+    #[test]
+    fn without_the_pack_only_ones_own_rules_load_and_none_at_all_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = load_layered(false, &[own_file(dir.path(), OWN)]).unwrap();
+        let ids: Vec<&str> = set.rules.iter().map(|r| r.id.as_str()).collect();
+        assert!(ids.contains(&"own.oops"), "{ids:?}");
+        assert!(!ids.iter().any(|i| i.starts_with("livekit.")), "{ids:?}");
+        let e = load_layered(false, &[]).unwrap_err();
+        assert!(e.to_string().contains("--rules"), "{e}");
+    }
+
+    #[test]
+    fn a_novelty_section_of_ones_own_replaces_the_packs() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("{OWN}novelty:\n  enabled: false\n");
+        let set = load_layered(true, &[own_file(dir.path(), &text)]);
+        let set = match set {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(
+            !set.rules
+                .iter()
+                .any(|r| matches!(r.detect, Detect::Novelty(_))),
+            "one's own novelty section turned it off"
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_located() {
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n    colour: red\n")
+            .unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("t.yaml:7:"), "{s}");
+        assert!(s.contains("colour"), "{s}");
+    }
+
+    #[test]
+    fn bad_duration_and_regex_are_located() {
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 10}}\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.yaml:6:"), "{e}");
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      regex: '(unclosed'\n    detect: {count: {window: 1m}}\n").unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.starts_with("t.yaml:5:") && s.contains("invalid regex"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn semantic_errors_name_the_rule_line() {
+        let text = "rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {spread: {window: 1m}}\n    group_by: node\n";
+        let e = one(text).unwrap_err().to_string();
+        assert!(e.starts_with("t.yaml:6:") && e.contains("groups"), "{e}");
+        let dup = format!("{text}{}", "  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n");
+        let e = one(&dup.replace("{spread: {window: 1m}}", "{count: {window: 1m}}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.yaml:8:") && e.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn field_conditions_accept_scalars_lists_and_maps() {
+        let set = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      field: {code: 500, level: [error, fatal], msg: {regex: '^x'}, e: {exists: true}}\n    detect: {count: {window: 1m}}\n").unwrap();
+        let c = &set.conditions[0];
+        assert_eq!(c.fields.len(), 4);
+        assert!(c
+            .fields
+            .iter()
+            .any(|(k, v)| k == "code" && v.test(Some("500"))));
+        assert!(c
+            .fields
+            .iter()
+            .any(|(k, v)| k == "level" && v.test(Some("fatal")) && !v.test(Some("info"))));
+    }
+
+    #[test]
+    fn unknown_template_variable_is_an_error() {
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match: {contains: x}\n    detect: {count: {window: 1m}}\n    annotations: {summary: '{{ nodes }}'}\n").unwrap_err();
+        assert!(e.to_string().contains("t.yaml:7:"), "{e}");
+    }
+}
