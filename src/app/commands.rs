@@ -273,7 +273,7 @@ fn check_config(path: &std::path::Path) -> Result<Vec<String>, super::AppError> 
         e => super::AppError::Setup(format!("{name}: {e}")),
     };
     let mut lines = vec![format!("config {name}")];
-    lines.extend(super::sources::check_config(path).map_err(in_file)?);
+    lines.extend(super::sources::check_config(&c).map_err(in_file)?);
     let receivers = super::receivers::check_config(&c).map_err(in_file)?;
     if !receivers.is_empty() {
         lines.push(format!(

@@ -21,7 +21,7 @@ use std::time::Duration;
 /// `sigwatch run`: the live pipeline, until its input ends or a signal.
 /// Returns how many notifications were not delivered (see [`finish`]).
 pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppError> {
-    sources::apply_config(&mut a, &p.rules.config)?;
+    sources::apply_config(&mut a, p.rules.config_file()?.as_deref())?;
     // Before anything else: a SIGHUP must never kill us (its default action).
     let reloads = reload_triggers(&p.rules, a.watch_rules);
     let mut engine = build_engine(&p, true)?;
@@ -293,7 +293,11 @@ fn reload(
     telemetry: &Telemetry,
     out: &mut Vec<Notification>,
 ) {
-    let result = super::pipeline_rules(p)
+    // The configuration's `rules:` section may have changed too.
+    let result = p
+        .rules
+        .reread_config()
+        .and_then(|()| super::pipeline_rules(p))
         .map_err(|e| match e {
             // The located errors themselves, on the log line.
             AppError::Rules(r) => r.to_string(),

@@ -81,19 +81,54 @@ pub struct RulesOptions {
         env = "SIGWATCH_CONFIG"
     )]
     pub config: Option<PathBuf>,
+    /// The configuration file as parsed for this run (shared by clones).
+    #[arg(skip)]
+    parsed: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<crate::config::Config>>>>,
 }
 
 impl RulesOptions {
+    /// The configuration file, parsed on first use: sources, rules,
+    /// receivers and incident settings of one run all read the same parse
+    /// (not the file three times, which could change in between). None
+    /// without `--config`.
+    pub fn config_file(&self) -> Result<Option<std::sync::Arc<crate::config::Config>>, AppError> {
+        let Some(path) = &self.config else {
+            return Ok(None);
+        };
+        let mut slot = match self.parsed.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(c) = slot.as_ref() {
+            return Ok(Some(c.clone()));
+        }
+        let c = std::sync::Arc::new(crate::config::load(path)?);
+        *slot = Some(c.clone());
+        Ok(Some(c))
+    }
+
+    /// Reads the configuration file again (a rule reload: its `rules:`
+    /// section may have changed). On an error the previous parse stays.
+    pub fn reread_config(&self) -> Result<(), AppError> {
+        let Some(path) = &self.config else {
+            return Ok(());
+        };
+        let c = std::sync::Arc::new(crate::config::load(path)?);
+        match self.parsed.lock() {
+            Ok(mut g) => *g = Some(c),
+            Err(p) => *p.into_inner() = Some(c),
+        }
+        Ok(())
+    }
+
     /// The rule paths and whether the pack stays: the flags, then the
     /// configuration file's `rules:` section.
     pub fn layers(&self) -> Result<(bool, Vec<PathBuf>), AppError> {
         let mut paths = self.rules.clone();
         let mut pack = !self.no_builtin_rules;
-        if let Some(path) = &self.config {
-            if let Some(r) = crate::config::load(path)?.rules {
-                paths.extend(r.files);
-                pack &= r.builtin.unwrap_or(true);
-            }
+        if let Some(r) = self.config_file()?.as_ref().and_then(|c| c.rules.as_ref()) {
+            paths.extend(r.files.iter().cloned());
+            pack &= r.builtin.unwrap_or(true);
         }
         Ok((pack, paths))
     }
@@ -255,10 +290,11 @@ impl Default for PipelineOptions {
 pub fn incident_settings(
     p: &PipelineOptions,
 ) -> Result<(bool, crate::incident::IncidentConfig), AppError> {
-    let section = match &p.rules.config {
-        Some(path) => crate::config::load(path)?.incidents.unwrap_or_default(),
-        None => crate::config::IncidentsSection::default(),
-    };
+    let section = p
+        .rules
+        .config_file()?
+        .and_then(|c| c.incidents.clone())
+        .unwrap_or_default();
     let mut cfg = crate::incident::IncidentConfig::default();
     if let Some(w) = p.incident_window.or(section.window) {
         cfg.window = w.ns().max(0);
@@ -339,4 +375,37 @@ pub fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>, 
 /// Nanoseconds of a duration option as a `std::time::Duration` (at least 1 ns).
 fn duration(d: Dur) -> std::time::Duration {
     std::time::Duration::from_nanos(d.ns().max(1) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_is_parsed_once_per_run_and_again_on_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sigwatch.yaml");
+        std::fs::write(&path, "files: [a.log]\nrules: {builtin: false}\n").unwrap();
+        let opts = RulesOptions {
+            config: Some(path.clone()),
+            ..RulesOptions::default()
+        };
+        let first = opts.config_file().unwrap().unwrap();
+        // A clone (the pipeline's) shares the parse.
+        let again = opts.clone().config_file().unwrap().unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &again));
+        assert!(!opts.layers().unwrap().0, "builtin: false");
+        // Sources, receivers and incidents see the same parse even if the
+        // file changes meanwhile; a reload reads it again.
+        std::fs::write(&path, "files: [b.log]\n").unwrap();
+        assert_eq!(opts.config_file().unwrap().unwrap().files, vec!["a.log"]);
+        opts.reread_config().unwrap();
+        assert_eq!(opts.config_file().unwrap().unwrap().files, vec!["b.log"]);
+        assert!(opts.layers().unwrap().0, "the pack is back");
+        // A file that no longer parses: the error, and the last parse stays.
+        std::fs::write(&path, "files: [c.log\n").unwrap();
+        assert!(opts.reread_config().is_err());
+        assert_eq!(opts.config_file().unwrap().unwrap().files, vec!["b.log"]);
+        assert!(RulesOptions::default().config_file().unwrap().is_none());
+    }
 }

@@ -137,8 +137,7 @@ fn build(p: &PipelineOptions, scope: Scope) -> Result<Receivers, AppError> {
     let mut alertmanagers = Vec::new();
     let mut router = None;
     let mut fallbacks = Vec::new();
-    if let Some(path) = &p.rules.config {
-        let c = crate::config::load(path)?;
+    if let (Some(path), Some(c)) = (&p.rules.config, p.rules.config_file()?) {
         let wanted = live || p.config_receivers;
         if !wanted && !c.receivers.is_empty() {
             tracing::info!(config = %path.display(), "The configuration's receivers are for run; replay sends only to receivers on its command line (--config-receivers to send to them too).");

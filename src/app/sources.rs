@@ -325,29 +325,34 @@ fn files_block(batch: &file::FileBatch) -> (Block, Vec<Source>) {
 }
 
 /// Fills what the command line left unset from the configuration file.
-pub fn apply_config(a: &mut SourceOptions, config: &Option<PathBuf>) -> Result<(), AppError> {
-    let Some(path) = config.clone() else {
+pub fn apply_config(
+    a: &mut SourceOptions,
+    config: Option<&crate::config::Config>,
+) -> Result<(), AppError> {
+    let Some(c) = config else {
         return Ok(());
     };
-    let c = crate::config::load(&path)?;
     if a.state_dir.is_none() {
-        a.state_dir = c.state_dir;
+        a.state_dir = c.state_dir.clone();
     }
     if a.files.is_empty() {
-        a.files = c.files;
+        a.files = c.files.clone();
     }
-    if let Some(l) = c.loki {
+    if let Some(l) = &c.loki {
         if a.loki.is_none() {
-            a.loki = Some(l.url);
+            a.loki = Some(l.url.clone());
         }
         if a.queries.is_empty() {
-            a.queries = l.queries;
+            a.queries = l.queries.clone();
         }
-        a.loki_tenant = a.loki_tenant.take().or(l.tenant);
-        a.loki_user = a.loki_user.take().or(l.user);
-        a.loki_password_file = a.loki_password_file.take().or(l.password_file);
-        a.loki_token_file = a.loki_token_file.take().or(l.token_file);
-        a.loki_ca_file = a.loki_ca_file.take().or(l.ca_file);
+        a.loki_tenant = a.loki_tenant.take().or_else(|| l.tenant.clone());
+        a.loki_user = a.loki_user.take().or_else(|| l.user.clone());
+        a.loki_password_file = a
+            .loki_password_file
+            .take()
+            .or_else(|| l.password_file.clone());
+        a.loki_token_file = a.loki_token_file.take().or_else(|| l.token_file.clone());
+        a.loki_ca_file = a.loki_ca_file.take().or_else(|| l.ca_file.clone());
         a.loki_tail = a.loki_tail || l.tail;
         a.loki_limit = a.loki_limit.or(l.limit);
         a.loki_lag = a.loki_lag.or(l.lag);
@@ -443,9 +448,9 @@ pub fn start(
 /// `sigwatch check --config`: the sources the configuration names, set up
 /// as `run` would (Loki's URL, credentials files and queries; the file
 /// globs), without connecting. Returns a line describing each.
-pub fn check_config(config: &std::path::Path) -> Result<Vec<String>, AppError> {
+pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppError> {
     let mut a = SourceOptions::default();
-    apply_config(&mut a, &Some(config.to_path_buf()))?;
+    apply_config(&mut a, Some(config))?;
     let mut lines = Vec::new();
     if let Some(url) = &a.loki {
         crate::source::loki::check_url(url).map_err(|e| AppError::Setup(e.to_string()))?;
