@@ -679,6 +679,72 @@ impl Engine {
         s
     }
 
+    /// Everything the engine counts, as the samples `/metrics` exports:
+    /// decoding, matching, alerts, novelty, per rule, and the per-group
+    /// series of the cluster-wide rules. The metric names live here, beside
+    /// the counters.
+    pub fn samples(&self, out: &mut Vec<crate::stats::Sample>) {
+        use crate::stats::{Family, Sample};
+        let s = self.stats();
+        let d = &s.decode;
+        for (kind, v) in [
+            ("lines", d.lines),
+            ("malformed", d.malformed),
+            ("partial_chunks", d.partial_chunks),
+            ("partial_overflow", d.partial_overflow),
+            ("streams_evicted", d.streams_evicted),
+            ("multiplexed_streams", d.multiplexed_streams),
+            ("candidates", s.candidates),
+            ("hits", s.hits),
+            ("late", s.late),
+            ("ungrouped", s.ungrouped),
+            ("alerts_firing", s.alerts.firing),
+            ("alerts_resolved", s.alerts.resolved),
+        ] {
+            out.push(Sample::event(kind, v));
+        }
+        if let Some(n) = &s.novelty {
+            for (kind, v) in [
+                ("lines_mined", n.mined),
+                ("lines_mined_ignored", n.ignored),
+                ("lines_chatter_skipped", n.chatter_skipped),
+                ("novel_lines", n.novel_lines),
+                ("novel_templates", n.novel_templates),
+                ("templates_evicted", n.templates_evicted),
+            ] {
+                out.push(Sample::event(kind, v));
+            }
+            out.push(Sample::state("templates", n.templates as i64));
+        }
+        for (format, v) in d.formats.nonzero() {
+            out.push(Sample::event("lines_by_format", v).with("format", format));
+        }
+        for (rule, hits, evicted) in self.rule_stats() {
+            out.push(Sample::event("rule_matches", hits).with("rule", &rule));
+            out.push(Sample::event("evicted_groups", evicted).with("rule", &rule));
+        }
+        out.push(Sample::state("alerts_firing", self.firing() as i64));
+        for ((rule, partition, group), c) in self.exports.series() {
+            let labels = vec![
+                ("rule", rule.to_string()),
+                ("partition", partition.to_string()),
+                ("group", group.to_string()),
+            ];
+            if c.seen != i64::MIN {
+                out.push(Sample {
+                    family: Family::GroupLastSeen,
+                    labels: labels.clone(),
+                    value: c.seen.div_euclid(1_000_000_000),
+                });
+            }
+            out.push(Sample {
+                family: Family::GroupHits,
+                labels,
+                value: i64::try_from(c.hits).unwrap_or(i64::MAX),
+            });
+        }
+    }
+
     /// The firing alerts, to save across a restart (see `--state-dir`).
     pub fn alert_snapshot(&self) -> Vec<alert::SavedAlert> {
         self.alerts.snapshot(&self.rules.rules)

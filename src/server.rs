@@ -35,24 +35,13 @@ pub const STALL_NS: i64 = 30_000_000_000;
 /// Everything the live loop publishes once a second.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Engine counters.
-    pub stats: crate::engine::Stats,
-    /// Per rule: (id, matches, evicted groups).
-    pub rules: Vec<(String, u64, u64)>,
-    /// Alerts firing now.
-    pub firing: u64,
-    /// Receivers.
+    /// Every stage's counters, as samples that name their own metrics:
+    /// the server exports them without knowing any stage's counters.
+    pub samples: Vec<crate::stats::Sample>,
+    /// Receivers (for `/readyz`: which are degraded).
     pub receivers: Vec<ReceiverSnapshot>,
-    /// Loki consumer lag (s), when consuming Loki.
-    pub loki_lag_seconds: Option<f64>,
-    /// Lines cut at `--max-line-bytes` by the readers.
-    pub truncated_lines: u64,
     /// The status page's data (firing alerts, incidents).
     pub status: Option<serde_json::Value>,
-    /// Per-group counters of the cluster-wide rules.
-    pub exports: crate::engine::Exports,
-    /// Loki entries left to other shards.
-    pub shard_skipped: u64,
 }
 
 /// Health, readiness and metrics shared by the live loop and the server.
@@ -271,19 +260,31 @@ impl Telemetry {
 
     /// Publishes a snapshot.
     pub fn update(&self, s: &Snapshot) {
+        use crate::stats::Family;
         let mut now_exported = std::collections::HashSet::new();
-        for ((rule, partition, group), c) in s.exports.series() {
-            let labels = l(&[("rule", rule), ("partition", partition), ("group", group)]);
-            now_exported.insert(labels.clone());
-            if c.seen != i64::MIN {
-                self.last_seen
-                    .get_or_create(&labels)
-                    .set(c.seen.div_euclid(1_000_000_000));
+        for sample in &s.samples {
+            let labels: Labels = sample
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            let total = u64::try_from(sample.value).unwrap_or(0);
+            match sample.family {
+                Family::Events => self.counter(labels, total),
+                Family::State => {
+                    self.gauges.get_or_create(&labels).set(sample.value);
+                }
+                Family::GroupLastSeen => {
+                    self.last_seen.get_or_create(&labels).set(sample.value);
+                }
+                Family::GroupHits => {
+                    now_exported.insert(labels.clone());
+                    // A group's hit counter exists (at 0) from its first
+                    // line, so Prometheus' increase() counts its first hits.
+                    let _ = self.hits.get_or_create(&labels);
+                    self.forward(Fam::Hits, labels, total);
+                }
             }
-            // A group's hit counter exists (at 0) from its first line, so
-            // Prometheus' increase() counts its first hits too.
-            let _ = self.hits.get_or_create(&labels);
-            self.forward(Fam::Hits, labels, c.hits);
         }
         if let Ok(mut prev) = self.exported.lock() {
             for gone in prev.difference(&now_exported) {
@@ -295,82 +296,10 @@ impl Telemetry {
             }
             *prev = now_exported;
         }
-        self.counter(l(&[("kind", "shard_skipped")]), s.shard_skipped);
         if let Some(status) = &s.status {
             if let Ok(mut st) = self.status.lock() {
                 *st = status.to_string();
             }
-        }
-        let d = &s.stats.decode;
-        for (kind, v) in [
-            ("lines", d.lines),
-            ("truncated_lines", s.truncated_lines),
-            ("invalid_utf8_lines", crate::stats::invalid_utf8_lines()),
-            ("state_write_errors", crate::durable::write_errors()),
-            ("malformed", d.malformed),
-            ("partial_chunks", d.partial_chunks),
-            ("partial_overflow", d.partial_overflow),
-            ("streams_evicted", d.streams_evicted),
-            ("multiplexed_streams", d.multiplexed_streams),
-            ("candidates", s.stats.candidates),
-            ("hits", s.stats.hits),
-            ("late", s.stats.late),
-            ("ungrouped", s.stats.ungrouped),
-            ("alerts_firing", s.stats.alerts.firing),
-            ("alerts_resolved", s.stats.alerts.resolved),
-        ] {
-            self.counter(l(&[("kind", kind)]), v);
-        }
-        if let Some(n) = &s.stats.novelty {
-            for (kind, v) in [
-                ("lines_mined", n.mined),
-                ("lines_mined_ignored", n.ignored),
-                ("lines_chatter_skipped", n.chatter_skipped),
-                ("novel_lines", n.novel_lines),
-                ("novel_templates", n.novel_templates),
-                ("templates_evicted", n.templates_evicted),
-            ] {
-                self.counter(l(&[("kind", kind)]), v);
-            }
-            self.gauges
-                .get_or_create(&l(&[("kind", "templates")]))
-                .set(n.templates as i64);
-        }
-        for (format, v) in d.formats.nonzero() {
-            self.counter(l(&[("kind", "lines_by_format"), ("format", format)]), v);
-        }
-        for (rule, hits, evicted) in &s.rules {
-            self.counter(l(&[("kind", "rule_matches"), ("rule", rule)]), *hits);
-            self.counter(l(&[("kind", "evicted_groups"), ("rule", rule)]), *evicted);
-        }
-        for r in &s.receivers {
-            for (outcome, v) in [
-                ("sent", r.sent),
-                ("failed", r.failed),
-                ("dropped", r.dropped),
-                ("retried", r.retries),
-                ("duplicate", r.duplicates),
-            ] {
-                self.counter(
-                    l(&[
-                        ("kind", "notifications"),
-                        ("receiver", &r.name),
-                        ("outcome", outcome),
-                    ]),
-                    v,
-                );
-            }
-            self.gauges
-                .get_or_create(&l(&[("kind", "queue_depth"), ("receiver", &r.name)]))
-                .set(r.queued as i64);
-        }
-        self.gauges
-            .get_or_create(&l(&[("kind", "alerts_firing")]))
-            .set(s.firing as i64);
-        if let Some(lag) = s.loki_lag_seconds {
-            self.gauges
-                .get_or_create(&l(&[("kind", "loki_lag_seconds")]))
-                .set(lag.round() as i64);
         }
         if let Ok(mut r) = self.receivers.lock() {
             *r = s.receivers.clone();
@@ -692,22 +621,34 @@ mod tests {
     #[test]
     fn counters_follow_snapshots_and_readiness_shows_degraded_receivers() {
         let t = Telemetry::new();
-        let mut s = Snapshot::default();
-        s.stats.decode.lines = 10;
-        s.stats.decode.formats.cri = 7;
-        s.stats.decode.formats.json = 9;
-        s.truncated_lines = 1;
-        s.rules = vec![("egress.black_hole".into(), 3, 0)];
-        s.receivers = vec![ReceiverSnapshot {
+        use crate::stats::Sample;
+        let receiver = ReceiverSnapshot {
             name: "webhook http://x".into(),
             retries: 2,
             queued: 4,
             degraded: true,
             ..Default::default()
-        }];
-        t.update(&s);
-        s.stats.decode.lines = 25;
-        t.update(&s);
+        };
+        let snapshot = |lines: u64| {
+            let mut samples = vec![
+                Sample::event("lines", lines),
+                Sample::event("lines_by_format", 7).with("format", "cri"),
+                Sample::event("lines_by_format", 9).with("format", "json"),
+                Sample::event("truncated_lines", 1),
+                Sample::event("rule_matches", 3).with("rule", "egress.black_hole"),
+            ];
+            receiver.samples(&mut samples);
+            Snapshot {
+                samples,
+                receivers: vec![receiver.clone()],
+                status: None,
+            }
+        };
+        t.update(&snapshot(10));
+        // Totals only move forward: a smaller one (a restarted count) is
+        // not subtracted.
+        t.update(&snapshot(25));
+        t.update(&snapshot(20));
         let m = t.metrics();
         assert!(
             m.contains("sigwatch_events_total{kind=\"lines\"} 25"),

@@ -1,6 +1,11 @@
 //! Process-wide counters that several stages feed and `/metrics` reads:
 //! kept here, not in the stage that happens to count first, so the server
 //! depends on no source module to report them.
+//!
+//! And the registry's vocabulary: every stage writes what it counted as
+//! [`Sample`]s, each naming its own metric (family, `kind` and labels), so
+//! the name of a counter lives beside the counting, and the server exports
+//! whatever samples it is given without knowing any stage's counters.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,4 +45,64 @@ pub fn count_shard_skipped(n: u64) {
 /// Entries left to other shards so far.
 pub fn shard_skipped() -> u64 {
     SHARD_SKIPPED.load(Ordering::Relaxed)
+}
+
+/// Where a sample goes on `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// `sigwatch_events_total{kind=…}`: a total that only grows.
+    Events,
+    /// `sigwatch_state{kind=…}`: a level now (alerts firing, queue depth).
+    State,
+    /// `sigwatch_signature_hits_total{rule,partition,group}`: signature hits of
+    /// one group of a cluster-wide rule (for Prometheus rules over shards).
+    GroupHits,
+    /// `sigwatch_group_last_seen_seconds{rule,partition,group}`: when that
+    /// group last logged anything (event time, s).
+    GroupLastSeen,
+}
+
+/// One counted fact, as exported: its family, its labels (`kind` first for
+/// [`Family::Events`] and [`Family::State`]) and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// The metric family.
+    pub family: Family,
+    /// Label names and values, in order.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value: a total for counters, a level for gauges.
+    pub value: i64,
+}
+
+impl Sample {
+    /// A total of `kind`.
+    pub fn event(kind: &'static str, value: u64) -> Sample {
+        Sample {
+            family: Family::Events,
+            labels: vec![("kind", kind.to_string())],
+            value: i64::try_from(value).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// A level of `kind`.
+    pub fn state(kind: &'static str, value: i64) -> Sample {
+        Sample {
+            family: Family::State,
+            labels: vec![("kind", kind.to_string())],
+            value,
+        }
+    }
+
+    /// The same sample with one more label.
+    pub fn with(mut self, name: &'static str, value: &str) -> Sample {
+        self.labels.push((name, value.to_string()));
+        self
+    }
+}
+
+/// This module's process-wide counters, as samples.
+pub fn samples(out: &mut Vec<Sample>) {
+    out.push(Sample::event("truncated_lines", truncated_lines()));
+    out.push(Sample::event("invalid_utf8_lines", invalid_utf8_lines()));
+    out.push(Sample::event("shard_skipped", shard_skipped()));
 }

@@ -408,16 +408,25 @@ async fn drive(
                     engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
                     moved = engine.watermark() != before;
                 }
+                let receivers = d.dispatcher.snapshots();
+                let mut samples = Vec::new();
+                engine.samples(&mut samples);
+                crate::stats::samples(&mut samples);
+                samples.push(crate::stats::Sample::event(
+                    "state_write_errors",
+                    crate::durable::write_errors(),
+                ));
+                for r in &receivers {
+                    r.samples(&mut samples);
+                }
+                if let Some(n) = newest_entry {
+                    let lag = (wall_ns() - n) as f64 / 1e9;
+                    samples.push(crate::stats::Sample::state("loki_lag_seconds", lag.round() as i64));
+                }
                 telemetry.update(&Snapshot {
-                    stats: engine.stats(),
-                    rules: engine.rule_stats(),
-                    firing: engine.firing() as u64,
-                    receivers: d.dispatcher.snapshots(),
-                    loki_lag_seconds: newest_entry.map(|n| (wall_ns() - n) as f64 / 1e9),
-                    truncated_lines: crate::stats::truncated_lines(),
+                    samples,
+                    receivers,
                     status: Some(d.board.status(&d.incidents, &telemetry.source())),
-                    exports: engine.exports(),
-                    shard_skipped: crate::stats::shard_skipped(),
                 });
                 let wanted = telemetry.report_wanted();
                 if let Some(r) = d.recorder.as_mut() {

@@ -516,6 +516,28 @@ pub struct ReceiverSnapshot {
     pub degraded: bool,
 }
 
+impl ReceiverSnapshot {
+    /// Its counters as the samples `/metrics` exports: notifications by
+    /// outcome, and the queue's depth now.
+    pub fn samples(&self, out: &mut Vec<crate::stats::Sample>) {
+        use crate::stats::Sample;
+        for (outcome, v) in [
+            ("sent", self.sent),
+            ("failed", self.failed),
+            ("dropped", self.dropped),
+            ("retried", self.retries),
+            ("duplicate", self.duplicates),
+        ] {
+            out.push(
+                Sample::event("notifications", v)
+                    .with("receiver", &self.name)
+                    .with("outcome", outcome),
+            );
+        }
+        out.push(Sample::state("queue_depth", self.queued as i64).with("receiver", &self.name));
+    }
+}
+
 /// Consecutive transient failures after which a notification is also
 /// handed to the receiver's fallback.
 pub const FALLBACK_AFTER: u32 = 5;
