@@ -207,12 +207,8 @@ impl Rewriter {
         }
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Whether the last write failed.
+    #[cfg(test)]
     pub fn failing(&self) -> bool {
         self.failures > 0
     }

@@ -145,7 +145,7 @@ impl Exports {
     }
 }
 
-/// Most hits waiting in the hit log between two [`Engine::take_hits`].
+/// Most hits waiting in the hit log between two [`Engine::take_recording`].
 pub const MAX_HIT_LOG: usize = 100_000;
 
 /// One signature hit, kept for the replay's report.
@@ -976,7 +976,7 @@ impl Engine {
     }
 
     /// Where readers find the block scan of the rules in force (it changes
-    /// on reload; see [`scan`]).
+    /// on reload; see `scan`).
     pub fn scanner(&self) -> scan::ScannerSlot {
         self.scan_slot.clone()
     }

@@ -16,7 +16,7 @@
 //!                    └──────────────────────── engine: decode → match → detect → alert ──────────────────────┘
 //! ```
 //!
-//! - [`clock`], [`stats`], [`durable`], [`cause`], [`duration`], [`text`]:
+//! - [`clock`], [`stats`], `durable`, [`cause`], [`duration`], `text`:
 //!   the ground floor every stage may use — the wall clock and RFC 3339 at
 //!   the edges, process-wide counters, crash-safe state files, errors with
 //!   their causes, durations as written in files, truncation and bounded
@@ -26,21 +26,21 @@
 //! - [`decode`]: raw lines to events — wrappers, payload formats, time,
 //!   stream context (labels, sticky fields), group keys.
 //! - [`rules`]: the rule language, validated with `file:line:column`.
-//! - [`matcher`]: every literal in one automaton; regexes and fields only
+//! - `matcher`: every literal in one automaton; regexes and fields only
 //!   confirm.
-//! - [`scan`]: the block-wide literal and field searches, as hints. It
+//! - `scan`: the block-wide literal and field searches, as hints. It
 //!   runs before decoding (on the reader thread) but imports [`decode`],
 //!   whose field patterns it searches.
-//! - [`detect`]: one detector per kind (count, persist, spread, share,
+//! - `detect`: one detector per kind (count, persist, spread, share,
 //!   absent, sequence), bounded per rule.
 //! - [`alert`]: pending → firing → resolved, fingerprints, evidence.
 //! - [`engine`]: the stages above as one deterministic state machine.
 //! - [`mining`]: log templates of error and warning messages (novelty).
-//! - [`incident`]: related alerts joined into incidents, with their story.
-//! - [`report`]: the replay's HTML timeline and the live status page.
+//! - `incident`: related alerts joined into incidents, with their story.
+//! - `report`: the replay's HTML timeline and the live status page.
 //! - [`notify`]: delivery, one lane per receiver, routes and fallbacks.
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`, the status page.
-//! - [`explain`], [`ruletest`]: `sigwatch explain` and `sigwatch test`.
+//! - `explain`, `ruletest`: `sigwatch explain` and `sigwatch test`.
 //! - [`config`]: the `sigwatch.yaml` model.
 //! - [`app`]: the assembled pipeline behind `run` and `replay`.
 
@@ -52,23 +52,23 @@ pub mod cause;
 pub mod clock;
 pub mod config;
 pub mod decode;
-pub mod detect;
-pub mod durable;
+pub(crate) mod detect;
+pub(crate) mod durable;
 pub mod duration;
 pub mod engine;
-pub mod explain;
-pub mod incident;
-pub mod matcher;
+pub(crate) mod explain;
+pub(crate) mod incident;
+pub(crate) mod matcher;
 pub mod mining;
 pub mod notify;
-pub mod report;
+pub(crate) mod report;
 pub mod rules;
-pub mod ruletest;
-pub mod scan;
+pub(crate) mod ruletest;
+pub(crate) mod scan;
 pub mod server;
 pub mod source;
 pub mod stats;
-pub mod text;
+pub(crate) mod text;
 
 pub use engine::{Engine, Options, ReloadSummary, Stats, DEFAULT_LATENESS_NS};
 pub use explain::{check_examples, ExampleFailure};

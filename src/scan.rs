@@ -50,16 +50,13 @@ pub struct Hints {
     flagged: Vec<u32>,
     /// Field-pattern matches: (offset, pattern), ascending.
     keys: Option<Vec<(u32, u16)>>,
-    /// Which rare needles occur anywhere in the block (see [`RARE`]).
+    /// Which rare needles occur anywhere in the block: bit 0 an escape
+    /// byte (ANSI colours), bit 1 a shipper envelope's `"pod_name"`; their
+    /// absence lets the decoder skip a per-line search.
     rare: u8,
     /// Where the group keys' `after:` literals occur, ascending.
     afters: Option<Vec<u32>>,
 }
-
-/// Needles whose absence from a block lets the decoder skip a per-line
-/// search: bit 0 an escape byte (ANSI colours), bit 1 a shipper
-/// envelope's `"pod_name"`.
-pub const RARE: u8 = 0b011;
 
 impl Scanner {
     /// A scanner over a literal searcher (the matcher's) and the decoder's

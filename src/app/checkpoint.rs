@@ -39,9 +39,6 @@ pub const FILE: &str = "checkpoint.json";
 /// Files of the first format, read once and then removed.
 const LEGACY: [&str; 3] = ["state.json", "loki-cursor.json", "file-offsets.json"];
 
-/// Default time between checkpoints while input flows.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
-
 /// The checkpoint file's content.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Checkpoint {
@@ -243,6 +240,7 @@ impl Writer {
     }
 
     /// The newest generation of `path` on disk.
+    #[cfg(test)]
     pub fn written(&self, path: &Path) -> Option<u64> {
         let (lock, _) = &*self.shared;
         lock.lock().ok()?.written.get(path).copied()

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// `sigwatch run`: the live pipeline, until its input ends or a signal.
-/// Returns how many notifications were not delivered (see [`finish`]).
+/// Returns how many notifications were not delivered (see `delivery::finish`).
 pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppError> {
     sources::apply_config(&mut a, p.rules.config_file()?.as_deref())?;
     // Before anything else: a SIGHUP must never kill us (its default action).
@@ -490,7 +490,7 @@ fn templates_path(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// The state directory of a running `sigwatch run`: when to checkpoint and
-/// what goes in (see [`checkpoint`]). Checkpoints are taken every
+/// what goes in (see `checkpoint`). Checkpoints are taken every
 /// `--checkpoint-interval` while anything moves, soon after a step that
 /// notified (so a firing alert is in the state that follows it; at most
 /// every 20 times what a checkpoint costs, so a flood of alerts cannot

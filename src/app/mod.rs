@@ -10,12 +10,12 @@
 //! The option groups derive `clap::Args` so the command line flattens them
 //! as they are; an embedder fills them from `Default` instead.
 
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 pub mod commands;
-pub mod delivery;
+pub(crate) mod delivery;
 pub mod live;
 pub mod mine;
-pub mod receivers;
+pub(crate) mod receivers;
 pub mod replay;
 pub mod sources;
 
@@ -198,7 +198,7 @@ pub struct PipelineOptions {
     /// SIGWATCH_PAGERDUTY_ROUTING_KEY).
     #[arg(help_heading = "Receivers", long, value_name = "FILE")]
     pub pagerduty_key_file: Option<PathBuf>,
-    /// PagerDuty events endpoint (default https://events.pagerduty.com/v2/enqueue).
+    /// PagerDuty events endpoint (default <https://events.pagerduty.com/v2/enqueue>).
     #[arg(help_heading = "Receivers", long, value_name = "URL")]
     pub pagerduty_url: Option<String>,
     /// This sigwatch's own URL, used as the alerts' generatorURL.

@@ -190,7 +190,7 @@ pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError>
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 /// Where a restart resumes its inputs: the positions saved with the state
-/// they produced (see [`super::checkpoint`]).
+/// they produced (see `app::checkpoint`).
 #[derive(Debug, Clone, Default)]
 pub struct Resume {
     /// Loki query → cursor (ns).

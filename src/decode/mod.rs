@@ -56,7 +56,7 @@ pub const SANE_TIME_MAX: i64 = 7_258_118_400 * time::NS;
 const SMALL_TIME_FIELDS: &[&str] = &["ts", "time", "timestamp"];
 
 /// What the buffer-level scan of a block found on one of its lines (see
-/// [`crate::scan`]): lets the decoder and matcher skip their own per-line
+/// `scan`): lets the decoder and matcher skip their own per-line
 /// searches.
 #[derive(Debug, Clone, Copy)]
 pub struct LineHint<'h> {
@@ -68,7 +68,7 @@ pub struct LineHint<'h> {
     pub keys: Option<&'h [(u32, u16)]>,
     /// Offset of the line's start in the block (`keys` are block offsets).
     pub base: u32,
-    /// Rare needles present in the block ([`crate::scan::RARE`] bits);
+    /// Rare needles present in the block (bit 0 an escape byte, bit 1 `"pod_name"`);
     /// an absent one needs no per-line search.
     pub rare: u8,
     /// Block offsets where the group keys' `after:` literals occur in this
@@ -285,7 +285,7 @@ impl Decoder {
     }
 
     /// The full field scanner, shared with the buffer-level scan of blocks
-    /// (see [`crate::scan`]).
+    /// (see `scan`).
     pub fn key_index(&self) -> Arc<keys::KeyIndex> {
         self.index.clone()
     }
@@ -324,7 +324,7 @@ impl Decoder {
     /// prepared: its stream (and so its labels), the stream's sticky values,
     /// and the raw values of the fields and `after:` tokens the keys use.
     /// Two lines with the same digest resolve every group key alike, so the
-    /// population needs only some of them (see [`crate::detect::Sampler`]).
+    /// population needs only some of them (see `detect::Sampler`).
     pub fn population_digest(&mut self, p: &Prepared<'_>) -> u64 {
         use std::hash::Hasher;
         self.ensure_full_scan(&p.text);

@@ -220,17 +220,9 @@ impl<T> Groups<T> {
     pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {
         self.map.iter()
     }
-    /// Mutable iteration in no particular order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut T)> {
-        self.map.iter_mut()
-    }
     /// Number of groups.
     pub fn len(&self) -> usize {
         self.map.len()
-    }
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
     /// Evictions so far.
     pub fn evicted(&self) -> u64 {
@@ -400,11 +392,6 @@ impl Sampler {
     pub fn period_for(window: Option<i64>) -> i64 {
         const S: i64 = 1_000_000_000;
         window.map_or(S, |w| (w / 120).clamp(S, 10 * S))
-    }
-
-    /// The sampling period (ns).
-    pub fn every(&self) -> i64 {
-        self.every
     }
 
     /// Whether the line with this digest at event time `t` must be read.

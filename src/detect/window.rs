@@ -69,6 +69,7 @@ impl Window {
     }
 
     /// True when no events remain.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }

@@ -1335,7 +1335,7 @@ fn quoted_value_end(b: &[u8], i: usize, end: usize) -> Option<usize> {
     )
 }
 
-/// Splits a message into masked tokens ([`mask_token`]'s rules): a
+/// Splits a message into masked tokens (`mask_token`'s rules): a
 /// timestamp inside the message (`at Fri Jun 17 07:07:00 2005`) is one
 /// variable, a run of variables (`( 3552 3534 3375 )`) is one, a unit after
 /// a variable (`5 ms`, `1190 bytes (1.16 KB)`) is the variable's, and a
