@@ -7,7 +7,7 @@
 //! merely still remembers a 10-second blip does not make the blip last 30 s,
 //! so a `for: 30s` rule does not page for it.
 
-use crate::clock::format_rfc3339;
+use crate::clock::{format_rfc3339, Stamp};
 use crate::detect::{Detector, Evidence, Status};
 use crate::rules::Rule;
 use serde::Serialize;
@@ -51,15 +51,15 @@ pub struct Notification {
     /// Rendered annotations.
     pub annotations: BTreeMap<String, String>,
     /// When the condition was first observed (RFC 3339).
-    pub starts_at: String,
+    pub starts_at: Stamp,
     /// When it resolved (resolved notifications only).
-    pub ends_at: Option<String>,
+    pub ends_at: Option<Stamp>,
     /// Matches in this episode.
     pub count: u64,
     /// First match of the episode.
-    pub first_seen: Option<String>,
+    pub first_seen: Option<Stamp>,
     /// Latest match.
-    pub last_seen: Option<String>,
+    pub last_seen: Option<Stamp>,
     /// Groups with counts, largest first.
     pub top_groups: Vec<TopGroup>,
     /// The top group's share (share rules).
@@ -105,10 +105,10 @@ pub struct ChainLink {
     /// `firing` or `resolved`.
     pub state: AlertState,
     /// When it started (RFC 3339).
-    pub starts_at: String,
+    pub starts_at: Stamp,
     /// When it resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ends_at: Option<String>,
+    pub ends_at: Option<Stamp>,
     /// Its rendered summary.
     pub summary: String,
     /// The alert's fingerprint.
@@ -856,11 +856,11 @@ fn assemble(
         group: id.key.to_string(),
         labels: identity_labels(id.rule, id.severity, id.key, id.labels),
         annotations,
-        starts_at: format_rfc3339(starts_at),
-        ends_at: ends_at.map(format_rfc3339),
+        starts_at: Stamp::at(starts_at),
+        ends_at: ends_at.map(Stamp::at),
         count: e.count,
-        first_seen: e.first_seen.map(format_rfc3339),
-        last_seen: e.last_seen.map(format_rfc3339),
+        first_seen: e.first_seen.map(Stamp::at),
+        last_seen: e.last_seen.map(Stamp::at),
         top_groups: e
             .top_groups
             .iter()

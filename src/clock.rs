@@ -16,3 +16,116 @@ pub fn format_rfc3339(ns: i64) -> String {
 pub fn wall_ns() -> i64 {
     chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
 }
+
+/// An instant as a notification carries it: nanoseconds for the process
+/// (millisecond precision, as written) and its RFC 3339 text, made once,
+/// for receivers. It serializes as the text, so the schema is a string;
+/// stages read [`Stamp::ns`] instead of parsing the text back.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stamp {
+    ns: Option<i64>,
+    text: String,
+}
+
+impl Stamp {
+    /// The instant `ns`, kept to the millisecond its text shows.
+    pub fn at(ns: i64) -> Stamp {
+        Stamp {
+            ns: Some(ns.div_euclid(1_000_000).saturating_mul(1_000_000)),
+            text: format_rfc3339(ns),
+        }
+    }
+
+    /// Nanoseconds since the Unix epoch; None for a text that is not an
+    /// RFC 3339 time (only a hand-made notification has one).
+    pub fn ns(&self) -> Option<i64> {
+        self.ns
+    }
+
+    /// The RFC 3339 text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl From<&str> for Stamp {
+    fn from(text: &str) -> Stamp {
+        Stamp {
+            ns: chrono::DateTime::parse_from_rfc3339(text)
+                .ok()
+                .and_then(|t| t.timestamp_nanos_opt()),
+            text: text.to_string(),
+        }
+    }
+}
+
+impl From<String> for Stamp {
+    fn from(text: String) -> Stamp {
+        Stamp::from(text.as_str())
+    }
+}
+
+impl std::ops::Deref for Stamp {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for Stamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<str> for Stamp {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for Stamp {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+impl PartialEq<String> for Stamp {
+    fn eq(&self, other: &String) -> bool {
+        self.text == *other
+    }
+}
+
+impl serde::Serialize for Stamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Stamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Stamp, D::Error> {
+        Ok(Stamp::from(String::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_its_text_and_its_nanoseconds_to_the_millisecond() {
+        let s = Stamp::at(1_714_564_800_553_412_876);
+        assert_eq!(s.as_str(), "2024-05-01T12:00:00.553Z");
+        assert_eq!(s.ns(), Some(1_714_564_800_553_000_000));
+        assert_eq!(Stamp::from(s.as_str()), s, "text and ns round-trip");
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            "\"2024-05-01T12:00:00.553Z\""
+        );
+        let back: Stamp = serde_json::from_str("\"2024-05-01T12:00:00.553Z\"").unwrap();
+        assert_eq!(back, s);
+        assert_eq!(Stamp::from("later").ns(), None);
+        assert_eq!(Stamp::from("later"), "later");
+        assert_eq!(Stamp::at(-1).ns(), Some(-1_000_000));
+    }
+}

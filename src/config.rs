@@ -358,7 +358,7 @@ mod tests {
             group: "g".into(),
             labels,
             annotations: Default::default(),
-            starts_at: String::new(),
+            starts_at: Default::default(),
             ends_at: None,
             count: 0,
             first_seen: None,

@@ -18,8 +18,7 @@
 use crate::alert::{
     fingerprint, AlertState, ChainLink, IncidentEvent, IncidentInfo, Notification, TopGroup,
 };
-use crate::clock::format_rfc3339;
-use crate::decode::time::parse_rfc3339;
+use crate::clock::{format_rfc3339, Stamp};
 use crate::rules::RuleSet;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -234,8 +233,8 @@ impl Incident {
                     severity: m.severity.clone(),
                     group: m.group.clone(),
                     state: m.state,
-                    starts_at: format_rfc3339(m.starts_at),
-                    ends_at: m.ends_at.map(format_rfc3339),
+                    starts_at: Stamp::at(m.starts_at),
+                    ends_at: m.ends_at.map(Stamp::at),
                     summary: m.summary.clone(),
                     fingerprint: m.fingerprint.clone(),
                 })
@@ -309,11 +308,11 @@ impl Incident {
             group: self.id.clone(),
             labels,
             annotations,
-            starts_at: format_rfc3339(self.start),
-            ends_at: self.end.map(format_rfc3339),
+            starts_at: Stamp::at(self.start),
+            ends_at: self.end.map(Stamp::at),
             count: self.members.len() as u64 + self.omitted,
-            first_seen: Some(format_rfc3339(self.start)),
-            last_seen: last.map(format_rfc3339),
+            first_seen: Some(Stamp::at(self.start)),
+            last_seen: last.map(Stamp::at),
             top_groups,
             share: None,
             samples: self.root().map(|r| r.samples.clone()).unwrap_or_default(),
@@ -756,11 +755,11 @@ fn choose_root(members: &[Member], links: &HashMap<String, RuleLinks>) -> usize 
 /// its start (repeats: their latest match).
 fn event_time(n: &Notification) -> i64 {
     let s = match n.state {
-        AlertState::Resolved => n.ends_at.as_deref().unwrap_or(&n.starts_at),
-        AlertState::Firing if n.repeat => n.last_seen.as_deref().unwrap_or(&n.starts_at),
+        AlertState::Resolved => n.ends_at.as_ref().unwrap_or(&n.starts_at),
+        AlertState::Firing if n.repeat => n.last_seen.as_ref().unwrap_or(&n.starts_at),
         AlertState::Firing => &n.starts_at,
     };
-    parse_rfc3339(s).unwrap_or(0)
+    s.ns().unwrap_or(0)
 }
 
 /// `n nodes`, `1 node`.
@@ -853,8 +852,8 @@ rules:
         Incidents::new(&set, cfg)
     }
 
-    fn at(min: i64) -> String {
-        format_rfc3339(min * MINUTE)
+    fn at(min: i64) -> Stamp {
+        Stamp::at(min * MINUTE)
     }
 
     fn alert(rule: &str, group: &str, min: i64, nodes: &[&str]) -> Notification {

@@ -127,9 +127,9 @@ fn notification(state: AlertState) -> Notification {
         group: "NE_2rANN76DeYtZ".into(),
         labels,
         annotations,
-        starts_at: sigwatch::clock::format_rfc3339(now - 60_000_000_000),
+        starts_at: sigwatch::clock::Stamp::at(now - 60_000_000_000),
         ends_at: (state == AlertState::Resolved)
-            .then(|| sigwatch::clock::format_rfc3339(now - 1_000_000_000)),
+            .then(|| sigwatch::clock::Stamp::at(now - 1_000_000_000)),
         count: 48,
         first_seen: None,
         last_seen: None,

@@ -98,15 +98,15 @@ impl Ledger {
                 .ends_at
                 .as_deref()
                 .and_then(parse_rfc3339)
-                .is_some_and(|end| parse_rfc3339(&n.starts_at).is_some_and(|start| start < end));
-            if (ongoing || earlier) && n.starts_at != m.starts_at {
-                n.starts_at = m.starts_at.clone();
+                .is_some_and(|end| n.starts_at.ns().is_some_and(|start| start < end));
+            if (ongoing || earlier) && n.starts_at.as_str() != m.starts_at {
+                n.starts_at = crate::clock::Stamp::from(m.starts_at.as_str());
             }
         }
         let made = Made {
             phase: crate::notify::phase(n).to_string(),
-            starts_at: n.starts_at.clone(),
-            ends_at: n.ends_at.clone(),
+            starts_at: n.starts_at.to_string(),
+            ends_at: n.ends_at.as_ref().map(|e| e.to_string()),
         };
         if self.last.peek(&n.fingerprint) != Some(&made) {
             self.last.put(n.fingerprint.clone(), made);

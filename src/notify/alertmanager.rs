@@ -156,7 +156,10 @@ impl Alertmanager {
                 now + 4 * i64::try_from(self.cfg.resend_interval.as_nanos())
                     .unwrap_or(i64::MAX / 8),
             ),
-            AlertState::Resolved => n.ends_at.clone().unwrap_or_else(|| rfc3339(now)),
+            AlertState::Resolved => n
+                .ends_at
+                .as_ref()
+                .map_or_else(|| rfc3339(now), |e| e.to_string()),
         };
         let mut body = serde_json::json!({
             "labels": labels,

@@ -340,7 +340,7 @@ impl Receipt {
         Receipt {
             phase: phase(n).to_string(),
             key: delivery_key(n),
-            starts_at: n.starts_at.clone(),
+            starts_at: n.starts_at.to_string(),
         }
     }
 
@@ -359,7 +359,7 @@ impl Receipt {
         }
         match (phase(n), self.phase.as_str()) {
             ("firing", "firing" | "repeat") => true,
-            ("firing", "resolved") => n.starts_at == self.starts_at,
+            ("firing", "resolved") => n.starts_at.as_str() == self.starts_at,
             ("resolved", "resolved") => true,
             ("opened", _) => true,
             ("updated", "resolved") => true,
@@ -1076,7 +1076,7 @@ mod tests {
             group: format!("g{i}"),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
-            starts_at: String::new(),
+            starts_at: Default::default(),
             ends_at: None,
             count: i,
             first_seen: None,

@@ -12,7 +12,6 @@
 
 use crate::alert::{AlertState, Notification};
 use crate::clock::format_rfc3339;
-use crate::decode::time::parse_rfc3339;
 use crate::engine::{HitRecord, Recording};
 use crate::incident::Incidents;
 use crate::rules::RuleSet;
@@ -272,7 +271,7 @@ impl Recorder {
                     self.alerts_omitted += 1;
                     return;
                 }
-                let start = parse_rfc3339(&n.starts_at).unwrap_or(0);
+                let start = n.starts_at.ns().unwrap_or(0);
                 self.widen(start);
                 // A cluster-wide alert that names a node (a share rule's
                 // black hole) goes to that node's lane; the rest (spread,
@@ -303,7 +302,7 @@ impl Recorder {
             }
             AlertState::Resolved => {
                 if let Some(i) = self.open.remove(&n.fingerprint) {
-                    let end = n.ends_at.as_deref().and_then(parse_rfc3339);
+                    let end = n.ends_at.as_ref().and_then(|e| e.ns());
                     if let Some(e) = end {
                         self.widen(e);
                     }
@@ -564,7 +563,7 @@ impl Board {
         for n in firing.into_iter().take(MAX_ALERTS) {
             // The wall time it fired is not saved: its first line's time
             // stands for it (live input is about now), never the future.
-            let at = parse_rfc3339(&n.starts_at).map_or(now, |t| t.min(now));
+            let at = n.starts_at.ns().map_or(now, |t| t.min(now));
             self.fired.insert(n.fingerprint.clone(), at);
             self.firing.insert(n.fingerprint.clone(), n);
         }
@@ -679,8 +678,8 @@ rules:
             group: group.into(),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
-            starts_at: format_rfc3339(start),
-            ends_at: end.map(format_rfc3339),
+            starts_at: crate::clock::Stamp::at(start),
+            ends_at: end.map(crate::clock::Stamp::at),
             count: 1,
             first_seen: None,
             last_seen: None,
