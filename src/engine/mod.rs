@@ -73,7 +73,41 @@ enum Role {
     ResolveOn,
 }
 
-/// The detection engine: decode, match, detect, alert.
+/// The detection engine: decode, match, detect, alert. Feed it lines (or
+/// scanned blocks) in order; it returns notifications, and the same lines
+/// always give the same notifications.
+///
+/// ```
+/// use sigwatch::engine::{Engine, Options};
+/// use sigwatch::source::Source;
+///
+/// let rules = sigwatch::rules::compile(&[(
+///     "mine.yaml".to_string(),
+///     r#"
+/// rules:
+///   - id: redis.refused
+///     title: Redis refuses connections
+///     severity: critical
+///     match: {contains: ["connect: connection refused"]}
+///     group_by: node
+///     detect: {count: {threshold: 2, window: 1m}}
+/// "#
+///     .to_string(),
+/// )])
+/// .expect("valid rules");
+/// let mut engine = Engine::new(rules, Options::default()).expect("rules compile");
+/// let (src, mut out) = (Source::named("stdin"), Vec::new());
+/// for s in 0..3 {
+///     let line = format!(
+///         r#"{{"level":"error","ts":{},"msg":"dial tcp 10.0.0.5:6379: connect: connection refused","nodeID":"ND_1"}}"#,
+///         1_714_568_400 + s
+///     );
+///     engine.push_line(&src, &line, None, &mut out);
+/// }
+/// engine.finish(&mut out);
+/// let fired = out.iter().find(|n| n.rule == "redis.refused").expect("it fires");
+/// assert_eq!(fired.group, "ND_1");
+/// ```
 pub struct Engine {
     rules: RuleSet,
     matcher: Matcher,

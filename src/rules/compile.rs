@@ -74,7 +74,19 @@ fn collect_files(p: &Path, files: &mut Vec<(String, String)>, errors: &mut Vec<R
     }
 }
 
-/// Compiles rule files given as (name, text). All errors are collected.
+/// Compiles rule files given as (name, text), the operator's own (for the
+/// pack plus one's own, see [`compile_layers`]). Every error is collected
+/// and located (`file:line:column`), none is skipped: a wrong rule is
+/// refused at load, never a silent non-alert later.
+///
+/// ```
+/// let bad = sigwatch::rules::compile(&[(
+///     "mine.yaml".to_string(),
+///     "rules:\n  - id: x\n    title: t\n    severity: loud\n    match: {contains: [a]}\n    detect: {count: {window: 1m}}\n".to_string(),
+/// )])
+/// .unwrap_err();
+/// assert!(bad.to_string().starts_with("mine.yaml:4:"), "{bad}");
+/// ```
 pub fn compile(files: &[(String, String)]) -> Result<RuleSet, RuleErrors> {
     compile_layers(files, 0)
 }
