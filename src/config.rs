@@ -154,7 +154,8 @@ pub struct ReceiverSpec {
 #[serde(deny_unknown_fields)]
 pub struct EmptySpec {}
 
-/// Webhook settings.
+/// A generic webhook receiver: the URL inline or as a secret (a URL that
+/// holds a token), extra headers, an optional HMAC key that signs each body.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSpec {
@@ -172,7 +173,8 @@ pub struct WebhookSpec {
     pub secret: Option<Secret>,
 }
 
-/// Alertmanager settings.
+/// An Alertmanager receiver: every instance of the cluster is sent every
+/// alert (Alertmanager deduplicates), as Prometheus does.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlertmanagerSpec {
@@ -180,7 +182,8 @@ pub struct AlertmanagerSpec {
     pub urls: Vec<String>,
 }
 
-/// Slack settings.
+/// A Slack receiver: an incoming-webhook URL, read from a file or the
+/// environment, never inline.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackSpec {
@@ -188,13 +191,14 @@ pub struct SlackSpec {
     pub webhook_url: Secret,
 }
 
-/// PagerDuty settings.
+/// A PagerDuty receiver (Events API v2): the routing key from a file or
+/// the environment; the endpoint only for tests and proxies.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PagerDutySpec {
     /// The integration (routing) key (a secret).
     pub routing_key: Secret,
-    /// Endpoint override.
+    /// The events endpoint, when not PagerDuty's own.
     #[serde(default)]
     pub url: Option<String>,
 }
@@ -203,7 +207,8 @@ pub struct PagerDutySpec {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LokiSection {
-    /// Base URL.
+    /// Loki's base URL (`http://loki:3100`, with scheme; the API path is
+    /// added).
     pub url: String,
     /// LogQL log queries, each its own stream of events.
     #[serde(default)]

@@ -25,7 +25,9 @@ pub use state::{EngineState, RestoreSummary, SavedRule};
 /// Default allowed lateness of events behind the newest one (5 s).
 pub const DEFAULT_LATENESS_NS: i64 = 5_000_000_000;
 
-/// Engine options.
+/// How the engine places events in time: whether arrival may stand in
+/// for a missing event time (live) and how late an event may be and still
+/// count in its own window.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Live mode: arrival time may stand in for a missing event time.
@@ -44,7 +46,9 @@ impl Default for Options {
     }
 }
 
-/// Pipeline counters.
+/// What the engine counted so far, from the first line: totals that only
+/// grow (a checkpoint restores detection, not these), as `--stats` prints
+/// them; `/metrics` gets them through [`Engine::samples`].
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Stats {
     /// Decode counters.
@@ -507,7 +511,8 @@ impl Engine {
         &self.matcher
     }
 
-    /// Counters.
+    /// A copy of the counters now (decoding, matching, alerts, novelty,
+    /// evictions over all rules).
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
         s.decode = self.decoder.stats().clone();
