@@ -405,7 +405,9 @@ async fn idle_and_half_sent_clients_cannot_starve_liveness() {
         max_connections: 4,
         health_reserve: 2,
         reserve_timeout: Duration::from_millis(300),
-        header_timeout: Duration::from_millis(800),
+        // Long enough that the slots stay full while the test looks, on a
+        // loaded machine too; the test waits for the closes, not this long.
+        header_timeout: Duration::from_secs(3),
         max_age: Duration::from_secs(60),
     };
     tokio::spawn(serve_with(listener, t.clone(), limits));
@@ -416,13 +418,20 @@ async fn idle_and_half_sent_clients_cannot_starve_liveness() {
     for _ in 0..4 {
         slow.push(half_request(port).await);
     }
-    // Let the server take them (each holds a slot as soon as accepted).
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (code, body) = get(&format!("{base}/healthz")).await.expect("answered");
-    assert_eq!(code, 200, "liveness from the reserve: {body}");
-    let (code, body) = get(&format!("{base}/metrics")).await.expect("answered");
+    // Wait (bounded) until the server has taken them all (each holds a slot
+    // as soon as accepted): then /metrics is refused.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let (code, body) = loop {
+        let (code, body) = get(&format!("{base}/metrics")).await.expect("answered");
+        if code == 503 || std::time::Instant::now() > deadline {
+            break (code, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("connection limit"), "{body}");
+    let (code, body) = get(&format!("{base}/healthz")).await.expect("answered");
+    assert_eq!(code, 200, "liveness from the reserve: {body}");
     // The header timeout closes every half-sent request.
     for mut s in slow {
         let mut buf = Vec::new();
