@@ -940,8 +940,24 @@ async fn two_shards_together_alert_exactly_like_one_process() {
         done,
         "every line reached the single process and exactly one shard"
     );
-    // Let the last evaluations and deliveries land, then compare.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Let the last evaluations and deliveries land (bounded): until the
+    // single process and the two shards together hold their 12 per-node
+    // alerts, then compare.
+    let per_node_alerts = |name: &str| -> usize {
+        std::fs::read_to_string(dir.path().join(format!("{name}.ndjson")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.contains("livekit.redis_unreachable"))
+            .count()
+    };
+    for _ in 0..100 {
+        if per_node_alerts("one") >= 12 && per_node_alerts("a") + per_node_alerts("b") >= 12 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The counters were complete with the lines (one publication holds
+    // both); read them again for the comparison.
     let (m1, ma, mb) = (metrics(p1).await, metrics(pa).await, metrics(pb).await);
     for c in [&mut one, &mut a, &mut b] {
         c.start_kill().unwrap();
