@@ -164,25 +164,20 @@ fn key_patterns(slot_names: &[String], spell_all: bool) -> (Vec<String>, Vec<(us
             || n.bytes()
                 .any(|c| matches!(c, b'"' | b'=' | b'\\') || c.is_ascii_whitespace())
     };
-    let mut spelled: Vec<bool> = slot_names.iter().map(|n| spell_all || odd(n)).collect();
-    // Names beginning with a spelled name are spelled too (to a fixpoint:
-    // a chain of prefixes).
-    loop {
-        let mut changed = false;
-        for i in 0..slot_names.len() {
-            if spelled[i] {
-                continue;
-            }
-            let covered = (0..slot_names.len())
-                .any(|j| j != i && spelled[j] && slot_names[i].starts_with(slot_names[j].as_str()));
-            if covered {
-                spelled[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
+    // Names beginning with a spelled name are spelled too. A prefix is
+    // shorter than the name, so deciding the shortest first settles every
+    // chain of prefixes in one pass.
+    let mut order: Vec<usize> = (0..slot_names.len()).collect();
+    order.sort_by_key(|&i| slot_names[i].len());
+    let mut spelled = vec![false; slot_names.len()];
+    for &i in &order {
+        let n = &slot_names[i];
+        spelled[i] = spell_all
+            || odd(n)
+            || slot_names
+                .iter()
+                .zip(&spelled)
+                .any(|(m, &sp)| sp && m.len() < n.len() && n.starts_with(m.as_str()));
     }
     let mut patterns = Vec::new();
     let mut pats = Vec::new();
