@@ -108,6 +108,42 @@ impl<'de> serde::Deserialize<'de> for Stamp {
     }
 }
 
+/// An instant given on the command line (`--from`, `--to`), in ns: RFC 3339
+/// (`2026-11-25T14:00:00Z`), a date (`2026-11-25`, midnight UTC), Unix
+/// seconds, milliseconds or nanoseconds (told apart by their size), `now`,
+/// or a duration back from `now` (`7d`, `90m`).
+pub fn parse_instant(s: &str, now: i64) -> Result<i64, String> {
+    let t = s.trim();
+    if t == "now" {
+        return Ok(now);
+    }
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
+        return d
+            .timestamp_nanos_opt()
+            .ok_or_else(|| format!("{t:?} is out of range"));
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        return d
+            .and_hms_opt(0, 0, 0)
+            .and_then(|d| d.and_utc().timestamp_nanos_opt())
+            .ok_or_else(|| format!("{t:?} is out of range"));
+    }
+    if let Ok(n) = t.parse::<i64>() {
+        return Ok(match n.unsigned_abs() {
+            0..=99_999_999_999 => n.saturating_mul(1_000_000_000),
+            100_000_000_000..=99_999_999_999_999 => n.saturating_mul(1_000_000),
+            100_000_000_000_000..=99_999_999_999_999_999 => n.saturating_mul(1_000),
+            _ => n,
+        });
+    }
+    match crate::duration::Dur::parse(t) {
+        Ok(d) => Ok(now.saturating_sub(d.ns())),
+        Err(_) => Err(format!(
+            "cannot read the time {t:?}: write RFC 3339 (2026-11-25T14:00:00Z), a date (2026-11-25), Unix seconds, now, or a duration back from now (24h, 7d)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +163,24 @@ mod tests {
         assert_eq!(Stamp::from("later").ns(), None);
         assert_eq!(Stamp::from("later"), "later");
         assert_eq!(Stamp::at(-1).ns(), Some(-1_000_000));
+    }
+
+    #[test]
+    fn instants_on_the_command_line() {
+        let now = 1_764_000_000_000_000_000;
+        let at = |s: &str| parse_instant(s, now);
+        assert_eq!(at("2025-11-24T16:00:00Z"), Ok(1_764_000_000_000_000_000));
+        assert_eq!(
+            at("2025-11-24T17:00:00+01:00"),
+            Ok(1_764_000_000_000_000_000)
+        );
+        assert_eq!(at("2025-11-24"), Ok(1_763_942_400_000_000_000));
+        assert_eq!(at("1764000000"), Ok(now));
+        assert_eq!(at("1764000000000"), Ok(now));
+        assert_eq!(at("1764000000000000000"), Ok(now));
+        assert_eq!(at("now"), Ok(now));
+        assert_eq!(at("1h"), Ok(now - 3_600_000_000_000));
+        assert_eq!(at("7d"), Ok(now - 7 * 86_400_000_000_000));
+        assert!(at("yesterday").unwrap_err().contains("RFC 3339"));
     }
 }

@@ -53,7 +53,7 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
     #[command(
-        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n  sigwatch replay incident.log --group-incidents --report incident.html\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it).\nA replay notifies only the receivers its own flags name (never the environment's).\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
+        after_help = "Examples:\n  sigwatch replay node-a.log node-b.log > alerts.ndjson\n  kubectl logs -l app=livekit --prefix --since=24h | sigwatch replay -\n  sigwatch replay incident.log --group-incidents --report incident.html\n  sigwatch replay --loki http://loki:3100 --query '{namespace=\"livekit\"}' --from 7d --rules new.yaml\n\nOn a terminal a progress bar shows bytes and lines per second (and the ETA for\nfiles); a summary table ends every replay on stderr (--no-summary to omit it).\nA replay notifies only the receivers its own flags name (never the environment's).\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
     )]
     Replay(Box<ReplayArgs>),
     /// Validate rules and their inline examples; print one line per rule.
@@ -201,8 +201,14 @@ struct ReplayArgs {
     #[command(flatten)]
     p: PipelineOptions,
     /// Files to replay, merged by event time; `-` is stdin.
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(
+        required_unless_present = "loki",
+        conflicts_with = "loki",
+        value_name = "FILE"
+    )]
     files: Vec<String>,
+    #[command(flatten)]
+    loki: sigwatch::app::sources::LokiRangeOptions,
     /// Do not print the summary table on stderr at the end.
     #[arg(long)]
     no_summary: bool,
@@ -254,8 +260,13 @@ fn main() -> ExitCode {
                 (false, LogFormat::Json) => Summary::Log,
                 (false, LogFormat::Text) => Summary::Table,
             };
-            runtime()
-                .and_then(|rt| Ok(rt.block_on(replay::replay(a.p, a.files, summary, a.report))?))
+            let a = *a;
+            let from = match a.loki.loki {
+                Some(_) => replay::ReplayFrom::Loki(a.loki),
+                None => replay::ReplayFrom::Files(a.files),
+            };
+            let (p, report) = (a.p, a.report);
+            runtime().and_then(|rt| Ok(rt.block_on(replay::replay(p, from, summary, report))?))
         }
     };
     match result {

@@ -71,10 +71,14 @@ async fn query_range(
         .unwrap_or(i64::MAX);
     assert_eq!(q.get("direction").map(String::as_str), Some("forward"));
     // Forward: merge all streams by time, keep the first `limit` globally.
+    let logql = q.get("query").map(String::as_str).unwrap_or("{}");
+    let Some(matches) = logql_filter(logql) else {
+        return text(400, &format!("parse error: {logql}"));
+    };
     let mut sel: Vec<_> = s
         .entries
         .iter()
-        .filter(|e| e.1 >= start && e.1 < end)
+        .filter(|e| e.1 >= start && e.1 < end && matches(&e.0, &e.2))
         .cloned()
         .collect();
     sel.sort_by_key(|e| e.1);
@@ -116,6 +120,150 @@ async fn query_range(
         data["encodingFlags"] = serde_json::json!(["categorize-labels"]);
     }
     axum::Json(serde_json::json!({"status": "success", "data": data})).into_response()
+}
+
+/// The LogQL this Loki understands, enough for sigwatch's own queries and
+/// links: a selector of `=`, `!=`, `=~`, `!~` matchers, then `|=`, `!=`,
+/// `|~`, `!~` line filters (Go-style quoted strings, regexes anchored for
+/// labels as in Loki). None: a parse error (400).
+#[allow(clippy::type_complexity)]
+fn logql_filter(q: &str) -> Option<Box<dyn Fn(&BTreeMap<String, String>, &str) -> bool>> {
+    fn quoted(s: &str) -> Option<(String, &str)> {
+        let s = s.trim_start();
+        let (q, rest) = (s.chars().next()?, &s[1..]);
+        if q == '`' {
+            let end = rest.find('`')?;
+            return Some((rest[..end].to_string(), &rest[end + 1..]));
+        }
+        if q != '"' {
+            return None;
+        }
+        let mut out = String::new();
+        let mut chars = rest.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '"' => return Some((out, &rest[i + 1..])),
+                '\\' => out.push(match chars.next()?.1 {
+                    'n' => '\n',
+                    't' => '\t',
+                    c => c,
+                }),
+                c => out.push(c),
+            }
+        }
+        None
+    }
+    let q = q.trim();
+    let inner_end = q.find('}')?;
+    let selector = q.strip_prefix('{')?;
+    let mut rest_sel = &selector[..inner_end - 1];
+    let mut labels: Vec<(String, String, String)> = Vec::new();
+    while !rest_sel.trim().is_empty() {
+        let t = rest_sel.trim_start().trim_start_matches(',').trim_start();
+        let name_end = t.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+        let name = t[..name_end].to_string();
+        let t = t[name_end..].trim_start();
+        let op = ["=~", "!~", "!=", "="]
+            .into_iter()
+            .find(|o| t.starts_with(o))?;
+        let (value, after) = quoted(&t[op.len()..])?;
+        labels.push((name, op.to_string(), value));
+        rest_sel = after.trim_start().trim_start_matches(',');
+    }
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut rest = &q[inner_end + 1..];
+    while !rest.trim().is_empty() {
+        let t = rest.trim_start();
+        let op = ["|=", "!=", "|~", "!~"]
+            .into_iter()
+            .find(|o| t.starts_with(o))?;
+        let (value, after) = quoted(&t[2..])?;
+        lines.push((op.to_string(), value));
+        rest = after;
+    }
+    let label_checks: Vec<(String, String, Option<regex::Regex>, String)> = labels
+        .into_iter()
+        .map(|(n, op, v)| {
+            let re = op
+                .contains('~')
+                .then(|| regex::Regex::new(&format!("^(?:{v})$")).ok())
+                .flatten();
+            (n, op, re, v)
+        })
+        .collect();
+    let line_checks: Vec<(String, Option<regex::Regex>, String)> = lines
+        .into_iter()
+        .map(|(op, v)| {
+            let re = op
+                .contains('~')
+                .then(|| regex::Regex::new(&v).ok())
+                .flatten();
+            (op, re, v)
+        })
+        .collect();
+    if label_checks
+        .iter()
+        .any(|c| c.1.contains('~') && c.2.is_none())
+        || line_checks
+            .iter()
+            .any(|c| c.0.contains('~') && c.1.is_none())
+    {
+        return None;
+    }
+    Some(Box::new(move |l: &BTreeMap<String, String>, line: &str| {
+        label_checks.iter().all(|(n, op, re, v)| {
+            let have = l.get(n).map(String::as_str).unwrap_or("");
+            match (op.as_str(), re) {
+                ("=", _) => have == v,
+                ("!=", _) => have != v,
+                ("=~", Some(re)) => re.is_match(have),
+                (_, Some(re)) => !re.is_match(have),
+                _ => false,
+            }
+        }) && line_checks
+            .iter()
+            .all(|(op, re, v)| match (op.as_str(), re) {
+                ("|=", _) => line.contains(v.as_str()),
+                ("!=", _) => !line.contains(v.as_str()),
+                ("|~", Some(re)) => re.is_match(line),
+                (_, Some(re)) => !re.is_match(line),
+                _ => false,
+            })
+    }))
+}
+
+#[test]
+fn the_in_test_loki_reads_logql() {
+    let l = labels(&[("namespace", "media"), ("pod", "egress-1")]);
+    let m = |q: &str, line: &str| logql_filter(q).map(|f| f(&l, line));
+    assert_eq!(m(r#"{namespace="media"}"#, "x"), Some(true));
+    assert_eq!(m(r#"{namespace="other"}"#, "x"), Some(false));
+    assert_eq!(
+        m(r#"{namespace="media", pod=~"egress-1|egress-2"}"#, "x"),
+        Some(true)
+    );
+    assert_eq!(
+        m(r#"{pod=~"egress"}"#, "x"),
+        Some(false),
+        "label regexes are anchored"
+    );
+    assert_eq!(
+        m(r#"{pod!="egress-2"} |= "No space" "#, "No space left"),
+        Some(true)
+    );
+    assert_eq!(
+        m(
+            r#"{pod!="egress-2"} |~ "(?i)no SPACE|full""#,
+            "No space left"
+        ),
+        Some(true)
+    );
+    assert_eq!(m(r#"{pod=~"egress-.*"} |= "a\"b""#, "a\"b"), Some(true));
+    assert_eq!(
+        m(r#"{pod=~"egress-.*"} != "left""#, "No space left"),
+        Some(false)
+    );
+    assert_eq!(m(r#"{pod="x""#, "x"), None);
 }
 
 fn frame(entries: &[Stored]) -> String {
@@ -268,7 +416,7 @@ async fn paging_across_shared_timestamps_has_no_gap_and_no_duplicate() {
     }
     let url = start_loki(store.clone()).await;
     for limit in [1u32, 3, 4, 5, 7, 100] {
-        let mut p = Poller::new(cfg(&url, limit), "{namespace=\"media\"}", 0).unwrap();
+        let mut p = Poller::new(cfg(&url, limit), "{pod=~\"a|b|c\"}", 0).unwrap();
         let got = drain(&mut p, 2_000).await;
         let lines: BTreeSet<String> = got.iter().map(|e| e.line.clone()).collect();
         assert_eq!(got.len(), 40, "limit {limit}: {:?}", keys(&got));
@@ -1037,4 +1185,149 @@ async fn two_shards_together_alert_exactly_like_one_process() {
     let skipped =
         |body: &str| metric_sum(body, "sigwatch_events_total", &["kind=\"shard_skipped\""]);
     assert_eq!((skipped(&ma) + skipped(&mb)) as usize, total);
+}
+
+/// Serves every line of `fixture` verbatim in one stream, each at the time
+/// the decoder gives it (the way a shipper that parses times stamps it),
+/// and writes the same lines in Loki's order (time, then line) to `out`:
+/// Loki returns lines by time, so "the same lines" are these, in this
+/// order. A line without a time of its own takes the time before it,
+/// which depends on the order: sorted and stamped again until both agree.
+fn serve_fixture(
+    store: &Shared,
+    fixture: &str,
+    stream: &[(&str, &str)],
+    out: &std::path::Path,
+) -> (i64, i64, usize) {
+    let text =
+        std::fs::read_to_string(format!("{}/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+    let set = sigwatch::rules::load_builtin().unwrap();
+    let stamp = |lines: &[String]| -> Vec<i64> {
+        let mut dec = sigwatch::decode::Decoder::new(&set.keys, false);
+        let src = Source::named(fixture);
+        let mut last = 0i64;
+        lines
+            .iter()
+            .map(|l| {
+                last = dec.prepare(&src, l, None).map_or(last, |p| p.time);
+                last
+            })
+            .collect()
+    };
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut times = stamp(&lines);
+    for round in 0.. {
+        assert!(round < 10, "{fixture}: the order does not settle");
+        let mut both: Vec<(i64, String)> = times.into_iter().zip(lines).collect();
+        both.sort();
+        lines = both.iter().map(|b| b.1.clone()).collect();
+        let before: Vec<i64> = both.iter().map(|b| b.0).collect();
+        times = stamp(&lines);
+        if times == before {
+            break;
+        }
+    }
+    std::fs::write(out, lines.join("\n") + "\n").unwrap();
+    let mut s = store.lock().unwrap();
+    for (l, t) in lines.iter().zip(&times) {
+        s.entries
+            .push((labels(stream), *t, l.clone(), BTreeMap::new()));
+    }
+    (times[0], times[times.len() - 1] + 1, lines.len())
+}
+
+async fn sigwatch(args: &[&str]) -> (String, String) {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+            .args(args)
+            .env_remove("SIGWATCH_LOKI_URL")
+            .output(),
+    )
+    .await
+    .expect("sigwatch finishes")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    (String::from_utf8(out.stdout).unwrap(), stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_over_loki_gives_the_notifications_of_replay_file() {
+    for (fixture, limit) in [
+        ("livekit-redis-outage.log", "97"),
+        ("egress-black-hole.log", "1000"),
+        ("grpc-slow-auth.log", "5"),
+    ] {
+        let store: Shared = Default::default();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(fixture);
+        let (from, to, n) = serve_fixture(
+            &store,
+            fixture,
+            &[("namespace", "media"), ("job", "x")],
+            &path,
+        );
+        // Noise outside the range and outside the query: never read.
+        {
+            let mut s = store.lock().unwrap();
+            let quiet =
+                r#"{"level":"error","msg":"failed to mark as draining","nodeID":"ND_outside"}"#;
+            for t in [from - 1, to, to + 1_000] {
+                s.entries.push((
+                    labels(&[("namespace", "media"), ("job", "x")]),
+                    t,
+                    quiet.into(),
+                    BTreeMap::new(),
+                ));
+            }
+            s.entries.push((
+                labels(&[("namespace", "other")]),
+                from,
+                quiet.into(),
+                BTreeMap::new(),
+            ));
+        }
+        let url = start_loki(store.clone()).await;
+        let (want, _) = sigwatch(&["replay", "--no-summary", path.to_str().unwrap()]).await;
+        let (from_s, to_s) = (from.to_string(), to.to_string());
+        let (got, log) = sigwatch(&[
+            "replay",
+            "--no-summary",
+            "--loki",
+            &url,
+            "--query",
+            r#"{namespace="media"}"#,
+            "--from",
+            &from_s,
+            "--to",
+            &to_s,
+            "--loki-limit",
+            limit,
+        ])
+        .await;
+        assert!(!want.is_empty(), "{fixture}: the fixture alerts");
+        let diff = got.lines().zip(want.lines()).position(|(a, b)| a != b);
+        assert_eq!(
+            got.lines().count(),
+            want.lines().count(),
+            "{fixture}: {log}"
+        );
+        assert!(
+            got == want,
+            "{fixture}: first difference at notification {diff:?}:\n{:?}\n{:?}",
+            diff.map(|d| got.lines().nth(d)),
+            diff.map(|d| want.lines().nth(d))
+        );
+        assert!(
+            log.contains(&format!("entries={n}")),
+            "{fixture}: every line read once: {log}"
+        );
+        let requests = store.lock().unwrap().requests;
+        assert!(
+            requests > 1 || limit == "1000",
+            "{fixture}: paged ({requests} requests)"
+        );
+    }
 }

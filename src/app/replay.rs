@@ -3,9 +3,14 @@
 
 use super::delivery::finish;
 use super::delivery::Delivery;
+use super::sources::LokiRangeOptions;
 use super::{build_engine, receivers, AppError, PipelineOptions};
 use crate::alert::Notification;
 use crate::engine::Engine;
+use crate::scan::Hints;
+use crate::source::block::Block;
+use crate::source::loki::range::{Merged, Range};
+use crate::source::Source;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -21,12 +26,87 @@ pub enum Summary {
     Off,
 }
 
-/// `sigwatch replay`: files (or stdin) merged by event time, read and
-/// scanned on their own thread, detected and delivered in order; the same
-/// input always gives the same notifications.
+/// What a replay reads.
+#[derive(Debug, Clone)]
+pub enum ReplayFrom {
+    /// Files (`-` for stdin), merged by event time.
+    Files(Vec<String>),
+    /// A time range of Loki, read with `query_range` page by page.
+    Loki(LokiRangeOptions),
+}
+
+impl ReplayFrom {
+    /// What the report's title and the log call it.
+    fn title(&self) -> String {
+        match self {
+            ReplayFrom::Files(f) => f.join(" "),
+            ReplayFrom::Loki(l) => format!(
+                "{} {} from {} to {}",
+                l.loki.as_deref().unwrap_or_default(),
+                l.queries.join(" "),
+                l.from.as_deref().unwrap_or_default(),
+                l.to.as_deref().unwrap_or("now")
+            ),
+        }
+    }
+}
+
+/// Blocks scanned off the detection path, with the sources of their runs
+/// when they differ per block (Loki's streams).
+type Scanned = Result<(Block, Hints, Option<Vec<Source>>), AppError>;
+
+/// Entries per block read from Loki.
+const LOKI_BLOCK_ENTRIES: usize = 4096;
+
+/// Reads the Loki range into scanned blocks on a task of its own, a few
+/// blocks ahead of detection (bounded: the task waits when they pile up).
+fn spawn_loki(
+    l: &LokiRangeOptions,
+    slot: crate::scan::ScannerSlot,
+) -> Result<tokio::sync::mpsc::Receiver<Scanned>, AppError> {
+    let url = l.loki.clone().unwrap_or_default();
+    let (cfg, from, to) = l.resolve(&url)?;
+    let ranges = l
+        .queries
+        .iter()
+        .map(|q| Range::new(cfg.clone(), q, from, to))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| AppError::Setup(format!("--loki: {e}")))?;
+    tracing::info!(url = %url, queries = l.queries.len(), from = %crate::clock::format_rfc3339(from), to = %crate::clock::format_rfc3339(to), "Replaying a range of Loki.");
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut merged = Merged::new(ranges);
+    tokio::spawn(async move {
+        let mut consumed: u64 = 0;
+        loop {
+            let item = match merged.next_batch(LOKI_BLOCK_ENTRIES).await {
+                Ok(v) if v.is_empty() => break,
+                Ok(v) => {
+                    let (mut block, sources) = super::sources::loki_block(&v);
+                    consumed += block.data.len() as u64;
+                    block.consumed = consumed;
+                    let hints = slot.get().scan(&block.data);
+                    Ok((block, hints, Some(sources)))
+                }
+                Err(e) => Err(AppError::Setup(format!("--loki: {e}"))),
+            };
+            let last = item.is_err();
+            if tx.send(item).await.is_err() || last {
+                return;
+            }
+        }
+        for (query, st) in merged.stats() {
+            tracing::info!(query = %query, requests = st.requests, entries = st.entries, duplicates = st.duplicates, retries = st.retries, skipped_saturated = st.skipped_saturated, "Loki range read.");
+        }
+    });
+    Ok(rx)
+}
+
+/// `sigwatch replay`: files (or stdin) merged by event time, or a range of
+/// Loki, read and scanned off the detection path, detected and delivered in
+/// order; the same input always gives the same notifications.
 pub async fn replay(
     p: PipelineOptions,
-    files: Vec<String>,
+    from: ReplayFrom,
     show: Summary,
     report: Option<std::path::PathBuf>,
 ) -> Result<u64, AppError> {
@@ -43,10 +123,25 @@ pub async fn replay(
         engine.record_hits(true, true);
     }
     let mut out = Vec::new();
-    let input = crate::source::replay::open(&files, crate::decode::peek_time)?;
     let started = std::time::Instant::now();
-    let bar =
-        std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(input.total));
+    // Reading and the block scan run off the detection path, a few blocks
+    // ahead of it (bounded: the reader waits when they pile up).
+    let slot = engine.scanner();
+    let (mut rx, reader, sources, total) = match &from {
+        ReplayFrom::Files(files) => {
+            let input = crate::source::replay::open(files, crate::decode::peek_time)?;
+            let (tx, rx) = tokio::sync::mpsc::channel::<Scanned>(4);
+            let reader = crate::source::block::spawn_into(input.blocks, tx, move |item| {
+                let b = item?;
+                let hints = slot.get().scan(&b.data);
+                Ok((b, hints, None))
+            })
+            .map_err(AppError::io("cannot start the reader thread"))?;
+            (rx, Some(reader), input.sources, input.total)
+        }
+        ReplayFrom::Loki(l) => (spawn_loki(l, slot)?, None, Vec::new(), None),
+    };
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(total));
     if let Some(bar) = &bar {
         // Notifications printed on the same terminal go around the bar
         // instead of through it.
@@ -58,17 +153,9 @@ pub async fn replay(
     let mut alerts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut lines: u64 = 0;
     let mut bytes: u64 = 0;
-    // Reading and the block scan run on their own thread, a few blocks
-    // ahead of detection (bounded: the reader waits when they pile up).
-    let slot = engine.scanner();
-    let (mut rx, reader) = crate::source::block::spawn(input.blocks, 4, move |b| {
-        let hints = slot.get().scan(&b.data);
-        (b, hints)
-    })
-    .map_err(AppError::io("cannot start the reader thread"))?;
     while let Some(item) = rx.recv().await {
-        let (block, hints) = item?;
-        lines += engine.push_block(&input.sources, &block, &hints, &mut out);
+        let (block, hints, own) = item?;
+        lines += engine.push_block(own.as_deref().unwrap_or(&sources), &block, &hints, &mut out);
         bytes = block.consumed;
         if let Some(r) = d.recorder.as_mut() {
             r.record(engine.take_recording());
@@ -93,9 +180,11 @@ pub async fn replay(
     // A reader still sending blocks ends when the channel is gone.
     drop(rx);
     // The reader logs lines it cut or repaired as it ends.
-    reader
-        .join()
-        .map_err(|_| AppError::Setup("the reader thread panicked".into()))?;
+    if let Some(reader) = reader {
+        reader
+            .join()
+            .map_err(|_| AppError::Setup("the reader thread panicked".into()))?;
+    }
     engine.finish(&mut out);
     if let Some(r) = d.recorder.as_mut() {
         r.record(engine.take_recording());
@@ -104,7 +193,7 @@ pub async fn replay(
     d.deliver(&mut out, engine.watermark()).await;
     d.flush().await;
     if let (Some(path), Some(r)) = (&report, &d.recorder) {
-        let title = files.join(" ");
+        let title = from.title();
         std::fs::write(path, r.render(&d.incidents, &title)).map_err(AppError::io(format!(
             "cannot write the report {}",
             path.display()

@@ -186,6 +186,98 @@ pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError>
     Ok(c)
 }
 
+/// A range of Loki to replay (`sigwatch replay --loki`): the queries, the
+/// time range and the client settings. The URL comes from this flag only,
+/// never from the environment, so a replay reads what its command line
+/// says.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LokiRangeOptions {
+    /// Replay this Loki's lines (query_range) instead of files.
+    #[arg(help_heading = "Loki", long, value_name = "URL", requires_all = ["queries", "from"])]
+    pub loki: Option<String>,
+    /// LogQL log query (repeatable; their lines are merged by time).
+    #[arg(
+        help_heading = "Loki",
+        long = "query",
+        value_name = "LOGQL",
+        requires = "loki"
+    )]
+    pub queries: Vec<String>,
+    /// Start of the range (inclusive): RFC 3339, a date, Unix seconds, or a
+    /// duration back from now (7d).
+    #[arg(help_heading = "Loki", long, value_name = "TIME", requires = "loki")]
+    pub from: Option<String>,
+    /// End of the range (exclusive), same forms [default: now].
+    #[arg(help_heading = "Loki", long, value_name = "TIME", requires = "loki")]
+    pub to: Option<String>,
+    /// Tenant sent as X-Scope-OrgID.
+    #[arg(
+        help_heading = "Loki",
+        long,
+        env = "SIGWATCH_LOKI_TENANT",
+        requires = "loki"
+    )]
+    pub loki_tenant: Option<String>,
+    /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
+    #[arg(
+        help_heading = "Loki",
+        long,
+        env = "SIGWATCH_LOKI_USER",
+        requires = "loki"
+    )]
+    pub loki_user: Option<String>,
+    /// File holding the basic-auth password.
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
+    pub loki_password_file: Option<PathBuf>,
+    /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
+    pub loki_token_file: Option<PathBuf>,
+    /// Extra CA certificate (PEM) to trust for Loki's TLS.
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
+    pub loki_ca_file: Option<PathBuf>,
+    /// Entries per query_range page (Loki's cap is 5000) [default: 1000].
+    #[arg(help_heading = "Loki", long)]
+    pub loki_limit: Option<u32>,
+}
+
+impl LokiRangeOptions {
+    /// The client settings and the range `[from, to)` in ns, checked.
+    pub fn resolve(&self, url: &str) -> Result<(LokiConfig, i64, i64), AppError> {
+        if self.queries.is_empty() {
+            return Err(AppError::Setup(
+                "--loki needs at least one --query, e.g. --query '{namespace=\"livekit\"}'".into(),
+            ));
+        }
+        crate::source::loki::check_url(url).map_err(|e| AppError::Setup(e.to_string()))?;
+        let now = wall_ns();
+        let at = |flag: &str, v: &str| {
+            crate::clock::parse_instant(v, now).map_err(|e| AppError::Setup(format!("{flag}: {e}")))
+        };
+        let from = at("--from", self.from.as_deref().unwrap_or_default())?;
+        let to = match &self.to {
+            Some(t) => at("--to", t)?,
+            None => now,
+        };
+        if to <= from {
+            return Err(AppError::Setup(format!(
+                "--to ({}) must come after --from ({})",
+                crate::clock::format_rfc3339(to),
+                crate::clock::format_rfc3339(from)
+            )));
+        }
+        let live = SourceOptions {
+            loki_tenant: self.loki_tenant.clone(),
+            loki_user: self.loki_user.clone(),
+            loki_password_file: self.loki_password_file.clone(),
+            loki_token_file: self.loki_token_file.clone(),
+            loki_ca_file: self.loki_ca_file.clone(),
+            loki_limit: self.loki_limit,
+            ..SourceOptions::default()
+        };
+        Ok((loki_config(&live, url)?, from, to))
+    }
+}
+
 /// Where `run` serves its probes, metrics and status page by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
@@ -286,13 +378,13 @@ pub enum Input {
     },
 }
 
-/// A Loki batch as a block: one line per entry (entries may hold newlines),
+/// Loki entries as a block: one line per entry (entries may hold newlines),
 /// each with its entry's time and source (stream labels and metadata).
-fn loki_block(batch: &Batch) -> (Block, Vec<Source>) {
+pub(crate) fn loki_block(entries: &[crate::source::loki::Entry]) -> (Block, Vec<Source>) {
     let mut sources: Vec<Source> = Vec::new();
     let mut index: BTreeMap<(String, Vec<(String, String)>), usize> = BTreeMap::new();
-    let mut refs = Vec::with_capacity(batch.entries.len());
-    for e in &batch.entries {
+    let mut refs = Vec::with_capacity(entries.len());
+    for e in entries {
         let mut labels = e.labels.clone();
         labels.extend(e.metadata.iter().cloned());
         let name = e.stream_name();
@@ -394,7 +486,7 @@ pub fn start(
                     b.entries.retain(|e| shard.owns(&e.labels));
                     crate::stats::count_shard_skipped((before - b.entries.len()) as u64);
                 }
-                let (block, sources) = loki_block(&b);
+                let (block, sources) = loki_block(&b.entries);
                 let hints = slot.get().scan(&block.data);
                 let input = Input::Loki {
                     newest: b.entries.iter().map(|e| e.ts).max(),

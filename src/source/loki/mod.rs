@@ -9,6 +9,7 @@
 
 pub mod cursor;
 pub mod poll;
+pub mod range;
 pub mod tail;
 
 use serde::Deserialize;

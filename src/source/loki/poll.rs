@@ -99,7 +99,14 @@ impl Poller {
         &self.stats
     }
 
-    async fn fetch(&mut self, start: i64, end: i64, limit: u32) -> Result<Vec<Entry>, LokiError> {
+    /// One `query_range` request for `[start, end)`, forward, at most
+    /// `limit` entries, parsed into forward order.
+    pub(super) async fn fetch(
+        &mut self,
+        start: i64,
+        end: i64,
+        limit: u32,
+    ) -> Result<Vec<Entry>, LokiError> {
         self.stats.requests += 1;
         let url = format!("{}/loki/api/v1/query_range", self.cfg.url);
         let mut req = self
