@@ -77,6 +77,38 @@ pub struct Notification {
     /// The incident (incident-level notifications, `--group-incidents`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incident: Option<IncidentInfo>,
+    /// Where to find the lines behind the alert: a Loki query, a Grafana
+    /// Explore page, the files and line numbers of its samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<Links>,
+    /// Where each sample was read (what the links are made from).
+    #[serde(skip)]
+    pub origins: Vec<Option<crate::detect::Origin>>,
+}
+
+/// Links from an alert back to its lines.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Links {
+    /// A Loki `query_range` URL returning the lines: the samples' streams,
+    /// the rule's literals as line filters, the alert's time range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loki: Option<String>,
+    /// The same query on a Grafana Explore page (`--grafana-url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grafana: Option<String>,
+    /// The LogQL query of both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// `file:line` of each sample read from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<String>,
+}
+
+impl Links {
+    /// The link a human clicks first: Grafana, else Loki.
+    pub fn url(&self) -> Option<&str> {
+        self.grafana.as_deref().or(self.loki.as_deref())
+    }
 }
 
 /// What happened to an incident.
@@ -875,6 +907,8 @@ fn assemble(
         fingerprint: fingerprint(id.rule, id.key),
         repeat,
         incident: None,
+        links: None,
+        origins: e.origins.clone(),
     }
 }
 
@@ -899,6 +933,7 @@ mod tests {
                 time: t * S,
                 step: Step::Primary,
                 sample: "x",
+                origin: None,
             });
         }
         let mut st = Vec::new();

@@ -375,6 +375,8 @@ mod tests {
             fingerprint: String::new(),
             repeat: false,
             incident: None,
+            links: None,
+            origins: Vec::new(),
         }
     }
 

@@ -95,6 +95,9 @@ pub struct Member {
     pub cluster: bool,
     /// Its sample lines.
     pub samples: Vec<String>,
+    /// The links to its lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<crate::alert::Links>,
 }
 
 /// Alerts that belong together.
@@ -320,6 +323,8 @@ impl Incident {
             fingerprint: fingerprint(INCIDENT_RULE, &self.id),
             repeat: false,
             incident: Some(self.info(event)),
+            links: self.root().and_then(|r| r.links.clone()),
+            origins: Vec::new(),
         }
     }
 }
@@ -583,6 +588,7 @@ impl Incidents {
             nodes,
             cluster,
             samples: n.samples.iter().take(3).cloned().collect(),
+            links: n.links.clone(),
         }
     }
 
@@ -883,6 +889,8 @@ rules:
             fingerprint: fingerprint(rule, group),
             repeat: false,
             incident: None,
+            links: None,
+            origins: Vec::new(),
         }
     }
 

@@ -37,6 +37,7 @@
 //! - [`engine`]: the stages above as one deterministic state machine.
 //! - [`mining`]: log templates of error and warning messages (novelty).
 //! - `incident`: related alerts joined into incidents, with their story.
+//! - [`links`]: from an alert back to its lines (Loki, Grafana, file:line).
 //! - `report`: the replay's HTML timeline and the live status page.
 //! - [`notify`]: delivery, one lane per receiver, routes and fallbacks.
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`, the status page.
@@ -58,6 +59,7 @@ pub mod duration;
 pub mod engine;
 pub(crate) mod explain;
 pub(crate) mod incident;
+pub mod links;
 pub(crate) mod matcher;
 pub mod mining;
 pub mod notify;

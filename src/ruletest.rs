@@ -350,6 +350,7 @@ fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>)
                     name,
                     labels,
                     modified: None,
+                    kind: crate::source::SourceKind::Named,
                 });
                 sources.len() - 1
             }

@@ -143,6 +143,8 @@ fn notification(state: AlertState) -> Notification {
         fingerprint: sigwatch::alert::fingerprint("egress.black_hole", "NE_2rANN76DeYtZ"),
         repeat: false,
         incident: None,
+        links: None,
+        origins: Vec::new(),
     }
 }
 

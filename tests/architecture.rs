@@ -43,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("notify", &["alert", "decode", "rules"]),
     ("incident", &["alert", "decode", "rules"]),
+    ("links", &["alert", "detect", "rules"]),
     (
         "report",
         &["alert", "decode", "engine", "incident", "rules"],
@@ -60,8 +61,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
-            "alert", "config", "decode", "engine", "explain", "incident", "matcher", "mining",
-            "notify", "report", "rules", "ruletest", "scan", "server", "source",
+            "alert", "config", "decode", "engine", "explain", "incident", "links", "matcher",
+            "mining", "notify", "report", "rules", "ruletest", "scan", "server", "source",
         ],
     ),
 ];

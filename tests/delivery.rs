@@ -37,6 +37,8 @@ fn note(i: usize, state: AlertState) -> Notification {
         fingerprint: format!("{i:016x}"),
         repeat: false,
         incident: None,
+        links: None,
+        origins: Vec::new(),
     }
 }
 

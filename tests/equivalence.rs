@@ -304,6 +304,7 @@ fn loki_entries_with_their_own_times_and_newlines_agree() {
             name: format!("{{pod=\"lk-{i}\"}}"),
             labels: vec![("pod".into(), format!("lk-{i}"))],
             modified: None,
+            kind: Default::default(),
         })
         .collect();
     let mut a = engine();

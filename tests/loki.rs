@@ -630,6 +630,7 @@ async fn alerts_from_loki_equal_replay_and_name_nodes_from_labels() {
                 name: e.stream_name(),
                 labels: e.labels.clone(),
                 modified: None,
+                kind: Default::default(),
             };
             replay.push_line_at(&src, &e.line, e.ts, &mut want);
         }
@@ -646,6 +647,7 @@ async fn alerts_from_loki_equal_replay_and_name_nodes_from_labels() {
             name: e.stream_name(),
             labels: e.labels.clone(),
             modified: None,
+            kind: Default::default(),
         };
         live.push_line_at(&src, &e.line, e.ts, &mut got);
     }
@@ -1290,11 +1292,20 @@ async fn replay_over_loki_gives_the_notifications_of_replay_file() {
             ));
         }
         let url = start_loki(store.clone()).await;
-        let (want, _) = sigwatch(&["replay", "--no-summary", path.to_str().unwrap()]).await;
+        let (want, _) = sigwatch(&[
+            "replay",
+            "--no-summary",
+            "--no-links",
+            path.to_str().unwrap(),
+        ])
+        .await;
         let (from_s, to_s) = (from.to_string(), to.to_string());
+        // Links name where lines were read (file:line, a Loki query), the
+        // one thing that differs by design: left out.
         let (got, log) = sigwatch(&[
             "replay",
             "--no-summary",
+            "--no-links",
             "--loki",
             &url,
             "--query",
@@ -1330,4 +1341,131 @@ async fn replay_over_loki_gives_the_notifications_of_replay_file() {
             "{fixture}: paged ({requests} requests)"
         );
     }
+}
+
+/// A sample as kept (cut at 512 bytes with "…") is the start of its line.
+fn sample_in(sample: &str, line: &str) -> bool {
+    line.contains(sample.strip_suffix('…').unwrap_or(sample))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_in_a_notification_returns_its_sample_lines_from_loki() {
+    // The black-hole fixture in one stream per pod, the way a shipper
+    // labels it (the stern prefix becomes the pod label).
+    let text = std::fs::read_to_string(format!(
+        "{}/fixtures/egress-black-hole.log",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let store: Shared = Default::default();
+    let (mut from, mut to) = (i64::MAX, 0);
+    {
+        let mut s = store.lock().unwrap();
+        let mut last = 0;
+        for l in text.lines() {
+            let (pod, rest) = l.split_once(' ').unwrap();
+            let (_, body) = rest.split_once(' ').unwrap();
+            let ts = sigwatch::decode::peek_time(body, None, None)
+                .unwrap_or(last)
+                .max(last);
+            last = ts;
+            (from, to) = (from.min(ts), to.max(ts + 1));
+            s.entries.push((
+                labels(&[
+                    ("namespace", "media"),
+                    ("container", "egress"),
+                    ("pod", pod),
+                ]),
+                ts,
+                body.to_string(),
+                BTreeMap::new(),
+            ));
+        }
+    }
+    let url = start_loki(store.clone()).await;
+    let (out, log) = sigwatch(&[
+        "replay",
+        "--no-summary",
+        "--output",
+        "json",
+        "--loki",
+        &url,
+        "--query",
+        r#"{namespace="media"}"#,
+        "--from",
+        &from.to_string(),
+        "--to",
+        &to.to_string(),
+        "--grafana-url",
+        "https://grafana.example/",
+        "--grafana-datasource",
+        "P8E80F9AEF21F6940",
+    ])
+    .await;
+    let notes: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n["rule"] == "egress.black_hole"),
+        "{log}"
+    );
+    let client = reqwest::Client::new();
+    let mut checked = 0;
+    for n in &notes {
+        let links = &n["links"];
+        let loki = links["loki"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a link: {n}"));
+        let query = links["query"].as_str().unwrap();
+        assert!(
+            loki.starts_with(&format!("{url}/loki/api/v1/query_range?")),
+            "{loki}"
+        );
+        assert!(
+            query.starts_with("{container=`egress`, namespace=`media`, pod="),
+            "{query}"
+        );
+        let grafana = links["grafana"].as_str().unwrap();
+        assert!(grafana.starts_with("https://grafana.example/explore?schemaVersion=1&panes="));
+        assert!(grafana.contains("P8E80F9AEF21F6940"), "{grafana}");
+        assert!(
+            links.get("lines").is_none(),
+            "no file lines from Loki: {links}"
+        );
+        let body = client.get(loki).send().await.unwrap();
+        assert!(
+            body.status().is_success(),
+            "{loki}: {}",
+            body.text().await.unwrap()
+        );
+        let got = sigwatch::source::loki::parse_streams(&body.text().await.unwrap()).unwrap();
+        let pods: BTreeSet<&str> = got
+            .iter()
+            .flat_map(|e| {
+                e.labels
+                    .iter()
+                    .filter(|l| l.0 == "pod")
+                    .map(|l| l.1.as_str())
+            })
+            .collect();
+        for s in n["samples"].as_array().unwrap() {
+            let s = s.as_str().unwrap();
+            assert!(
+                got.iter().any(|e| sample_in(s, &e.line)),
+                "{}: sample {s:?} not among the {} lines of {query}",
+                n["rule"],
+                got.len()
+            );
+        }
+        // Only the lines of the rule: the filter is its literals.
+        assert!(
+            got.len() < text.lines().count() / 2,
+            "{query}: {} lines",
+            got.len()
+        );
+        assert!(!pods.is_empty());
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked}");
 }

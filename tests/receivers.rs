@@ -35,6 +35,8 @@ fn note(state: AlertState) -> Notification {
         fingerprint: "821a94053e655138".into(),
         repeat: false,
         incident: None,
+        links: None,
+        origins: Vec::new(),
     }
 }
 
@@ -277,4 +279,77 @@ async fn a_network_error_says_its_cause() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+/// Every receiver carries the links to the alert's lines: the webhook in
+/// its JSON, Slack as a link section, PagerDuty in `links`, Alertmanager
+/// as `generatorURL` and annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_receiver_carries_the_links_to_the_lines() {
+    use sigwatch::alert::Links;
+    use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
+    let mut n = note(AlertState::Firing);
+    n.links = Some(Links {
+        loki: Some("http://loki:3100/loki/api/v1/query_range?query=%7Bpod%3D%60egress-1%60%7D&start=1&end=2".into()),
+        grafana: Some("https://grafana.example/explore?schemaVersion=1&panes=%7B%7D".into()),
+        query: Some("{pod=`egress-1`} |= `egress_failed`".into()),
+        lines: vec!["egress-1.log:4711".into()],
+    });
+    let links = n.links.clone().unwrap();
+    // Webhook: the notification's own JSON.
+    let (url, seen) = server(vec![]).await;
+    Webhook::new(WebhookConfig::new(&url))
+        .unwrap()
+        .send(&n)
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[0].2).unwrap();
+    assert_eq!(body["links"]["loki"], links.loki.clone().unwrap());
+    assert_eq!(body["links"]["lines"][0], "egress-1.log:4711");
+    // Slack: a section linking Grafana and Loki, and the sample's place.
+    let (url, seen) = server(vec![]).await;
+    Slack::new(&url, Duration::from_secs(5))
+        .unwrap()
+        .send(&n)
+        .await
+        .unwrap();
+    let msg = String::from_utf8(seen.lock().unwrap()[0].2.clone()).unwrap();
+    let grafana = links.grafana.clone().unwrap();
+    assert!(msg.contains(&format!("<{grafana}|")), "{msg}");
+    assert!(msg.contains("egress-1.log:4711"), "{msg}");
+    // PagerDuty: the Events v2 `links` array.
+    let (url, seen) = server(vec![(202, None, "{\"status\":\"success\"}")]).await;
+    PagerDuty::new(
+        "0123456789abcdef0123456789abcdef",
+        Some(&url),
+        Duration::from_secs(5),
+    )
+    .unwrap()
+    .send(&n)
+    .await
+    .unwrap();
+    let ev: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[0].2).unwrap();
+    assert_eq!(ev["links"][0]["href"], grafana.as_str());
+    assert_eq!(ev["links"][1]["href"], links.loki.clone().unwrap());
+    assert_eq!(
+        ev["payload"]["custom_details"]["sample_lines"][0],
+        "egress-1.log:4711"
+    );
+    // Alertmanager: generatorURL is where the lines are.
+    let mut cfg = AlertmanagerConfig::new(&["http://127.0.0.1:9".to_string()]);
+    cfg.generator_url = Some("http://sigwatch:9464".into());
+    let am = Alertmanager::new(cfg).unwrap();
+    let body = am.alert_body(&n, sigwatch::clock::wall_ns());
+    assert_eq!(body["generatorURL"], grafana.as_str());
+    assert_eq!(body["annotations"]["logs_url"], grafana.as_str());
+    assert_eq!(
+        body["annotations"]["logs_query"],
+        links.query.clone().unwrap()
+    );
+    assert_eq!(body["annotations"]["log_lines"], "egress-1.log:4711");
+    let plain = am.alert_body(&note(AlertState::Firing), 0);
+    assert_eq!(
+        plain["generatorURL"], "http://sigwatch:9464/?rule=egress.black_hole&group=NE_2rANN76DeYtZ",
+        "without links, sigwatch's own page"
+    );
 }

@@ -10,6 +10,7 @@
 
 use crate::alert::Notification;
 use crate::incident::{IncidentConfig, Incidents};
+use crate::links::{LinkOptions, Linker};
 use crate::notify::Dispatcher;
 use crate::report::{Board, Recorder};
 use crate::rules::RuleSet;
@@ -28,6 +29,8 @@ pub struct Delivery {
     scratch: Vec<Notification>,
     /// With `--state-dir`: the ledger of what was made last per alert.
     pub ledger: Option<Ledger>,
+    /// Links notifications to their lines (unless `--no-links`).
+    linker: Option<Linker>,
 }
 
 /// What the engine made last per alert (fingerprint): its phase and the
@@ -147,7 +150,14 @@ impl Delivery {
             grouping,
             scratch: Vec::new(),
             ledger: None,
+            linker: None,
         }
+    }
+
+    /// Also links every notification to its lines.
+    pub fn with_links(mut self, set: &RuleSet, opts: Option<LinkOptions>) -> Delivery {
+        self.linker = opts.map(|o| Linker::new(set, o));
+        self
     }
 
     /// Also records what the report needs.
@@ -165,12 +175,18 @@ impl Delivery {
     /// New rules: new links for incidents still to come.
     pub fn set_rules(&mut self, set: &RuleSet) {
         self.incidents.set_rules(set);
+        if let Some(l) = self.linker.as_mut() {
+            l.set_rules(set);
+        }
     }
 
     /// Hands the engine's notifications on, in order; `now` (event time)
     /// releases incident updates that were held back.
     pub async fn deliver(&mut self, out: &mut Vec<Notification>, now: Option<i64>) {
         for mut n in out.drain(..) {
+            if let Some(l) = &self.linker {
+                l.attach(&mut n);
+            }
             if let Some(l) = self.ledger.as_mut() {
                 l.take(&mut n);
             }

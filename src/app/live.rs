@@ -109,7 +109,8 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
         a.state_dir.as_deref(),
     );
     let (grouping, incident_cfg) = super::incident_settings(&p)?;
-    let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
+    let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping)
+        .with_links(engine.rules(), p.links(a.loki.as_deref()));
     if let Some((incidents, board, mut active)) = restored {
         d.incidents.restore(incidents);
         d.board.restore(board);

@@ -255,6 +255,28 @@ pub struct PipelineOptions {
     /// incident (default 15m; sigwatch.yaml `incidents.window`).
     #[arg(help_heading = "Detection", long, value_parser = parse_dur, value_name = "DURATION")]
     pub incident_window: Option<Dur>,
+    /// Open alerts' lines in this Grafana: notifications from Loki carry
+    /// an Explore link (links.grafana) beside the Loki query_range one.
+    #[arg(
+        help_heading = "Links",
+        long,
+        value_name = "URL",
+        env = "SIGWATCH_GRAFANA_URL"
+    )]
+    pub grafana_url: Option<String>,
+    /// The UID of Grafana's Loki data source, for --grafana-url (its
+    /// settings page URL ends with it).
+    #[arg(
+        help_heading = "Links",
+        long,
+        value_name = "UID",
+        default_value = "loki"
+    )]
+    pub grafana_datasource: String,
+    /// Notifications carry no links to their lines (links: Loki, Grafana,
+    /// file:line of the samples).
+    #[arg(help_heading = "Links", long)]
+    pub no_links: bool,
 }
 
 impl Default for PipelineOptions {
@@ -281,7 +303,22 @@ impl Default for PipelineOptions {
             no_novelty: false,
             group_incidents: false,
             incident_window: None,
+            grafana_url: None,
+            grafana_datasource: "loki".to_string(),
+            no_links: false,
         }
+    }
+}
+
+impl PipelineOptions {
+    /// Where the links of notifications point, reading from the Loki at
+    /// `loki_url` (None: not Loki); None with --no-links.
+    pub fn links(&self, loki_url: Option<&str>) -> Option<crate::links::LinkOptions> {
+        (!self.no_links).then(|| crate::links::LinkOptions {
+            loki_url: loki_url.map(str::to_string),
+            grafana_url: self.grafana_url.clone(),
+            grafana_datasource: self.grafana_datasource.clone(),
+        })
     }
 }
 

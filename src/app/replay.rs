@@ -117,7 +117,12 @@ pub async fn replay(
         None,
     );
     let (grouping, incident_cfg) = super::incident_settings(&p)?;
-    let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping);
+    let loki_url = match &from {
+        ReplayFrom::Loki(l) => l.loki.as_deref(),
+        ReplayFrom::Files(_) => None,
+    };
+    let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping)
+        .with_links(engine.rules(), p.links(loki_url));
     if report.is_some() {
         d = d.with_recorder(engine.rules());
         engine.record_hits(true, true);

@@ -386,6 +386,7 @@ pub(crate) fn loki_block(entries: &[crate::source::loki::Entry]) -> (Block, Vec<
     let mut refs = Vec::with_capacity(entries.len());
     for e in entries {
         let mut labels = e.labels.clone();
+        let stream = labels.len();
         labels.extend(e.metadata.iter().cloned());
         let name = e.stream_name();
         let i = *index
@@ -395,6 +396,7 @@ pub(crate) fn loki_block(entries: &[crate::source::loki::Entry]) -> (Block, Vec<
                     name,
                     labels,
                     modified: None,
+                    kind: crate::source::SourceKind::Loki(stream),
                 });
                 sources.len() - 1
             });

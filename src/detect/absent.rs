@@ -5,14 +5,14 @@
 //! again. The support time is the evaluation time, since it is the passing of
 //! time, not an event, that keeps an absence true.
 
-use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+use super::{Detector, Evidence, Groups, Hit, Samples, Status};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
 struct G {
     last: i64,
     count: u64,
-    samples: Vec<String>,
+    samples: Samples,
     since: Option<i64>,
 }
 
@@ -38,13 +38,13 @@ impl Detector for Absent {
         let g = self.groups.entry(hit.group, || G {
             last: hit.time,
             count: 0,
-            samples: Vec::new(),
+            samples: Samples::default(),
             since: None,
         });
         g.last = g.last.max(hit.time);
         g.count += 1;
         g.samples.clear();
-        push_sample(&mut g.samples, hit.sample);
+        g.samples.push(hit);
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
@@ -75,7 +75,8 @@ impl Detector for Absent {
             first_seen: Some(g.last),
             last_seen: Some(g.last),
             top_groups: vec![(key.to_string(), g.count)],
-            samples: g.samples.clone(),
+            samples: g.samples.lines.clone(),
+            origins: g.samples.origins.clone(),
             ..Evidence::default()
         }
     }
@@ -107,6 +108,7 @@ mod tests {
             time: 0,
             step: Step::Primary,
             sample: "beat",
+            origin: None,
         });
         d.evaluate(59 * S, &mut v);
         assert!(v.is_empty());
@@ -121,6 +123,7 @@ mod tests {
             time: 70 * S,
             step: Step::Primary,
             sample: "beat",
+            origin: None,
         });
         d.evaluate(71 * S, &mut v);
         assert_eq!(v.pop().map(|s| s.active), Some(false));

@@ -4,7 +4,7 @@
 //! match and samples) lasts until the group's window empties.
 
 use super::window::Window;
-use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+use super::{Detector, Evidence, Groups, Hit, Samples, Status};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -13,7 +13,7 @@ struct G {
     episode: u64,
     first: i64,
     last: i64,
-    samples: Vec<String>,
+    samples: Samples,
     since: Option<i64>,
 }
 
@@ -44,14 +44,14 @@ impl Detector for Count {
             episode: 0,
             first: hit.time,
             last: hit.time,
-            samples: Vec::new(),
+            samples: Samples::default(),
             since: None,
         });
         g.win.add(hit.time);
         g.episode += 1;
         g.first = g.first.min(hit.time);
         g.last = g.last.max(hit.time);
-        push_sample(&mut g.samples, hit.sample);
+        g.samples.push(hit);
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
@@ -86,7 +86,8 @@ impl Detector for Count {
             first_seen: Some(g.first),
             last_seen: Some(g.last),
             top_groups: vec![(key.to_string(), g.episode)],
-            samples: g.samples.clone(),
+            samples: g.samples.lines.clone(),
+            origins: g.samples.origins.clone(),
             ..Evidence::default()
         }
     }
@@ -113,6 +114,7 @@ mod tests {
             time: t * S,
             step: Step::Primary,
             sample: "line",
+            origin: None,
         });
     }
     fn eval(c: &mut Count, now: i64) -> Vec<Status> {

@@ -51,6 +51,135 @@ pub struct Hit<'a> {
     pub step: Step,
     /// The line, for evidence.
     pub sample: &'a str,
+    /// Where the line was read, for links back to it (None: unknown).
+    pub origin: Option<OriginRef<'a>>,
+}
+
+/// Where a hit's line was read, borrowed from the engine's sources.
+#[derive(Debug, Clone, Copy)]
+pub struct OriginRef<'a> {
+    /// The file's path, `stdin`, or the Loki stream's name.
+    pub source: &'a str,
+    /// The Loki stream's labels (Loki sources only).
+    pub stream: Option<&'a [(String, String)]>,
+    /// The line's number in its input, from 1 (inputs read from their
+    /// first line: replayed files and stdin).
+    pub line: Option<u64>,
+}
+
+/// Where a sample line was read: enough to link back to it (a file and
+/// line number, or a Loki stream and the line's time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The file's path, `stdin`, or the Loki stream's name.
+    pub source: String,
+    /// The Loki stream's labels (Loki sources only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<Vec<(String, String)>>,
+    /// The line's number in its input, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// The line's event time (ns).
+    pub time: i64,
+}
+
+impl Origin {
+    fn of(hit: &Hit<'_>) -> Option<Origin> {
+        let o = hit.origin?;
+        Some(Origin {
+            source: o.source.to_string(),
+            stream: o.stream.map(<[(String, String)]>::to_vec),
+            line: o.line,
+            time: hit.time,
+        })
+    }
+}
+
+/// The sample lines of an alert, up to [`MAX_SAMPLES`], truncated, each
+/// with where it was read. Reads the state of an older version (lines
+/// only) too.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SavedSamples")]
+pub struct Samples {
+    /// The lines.
+    pub lines: Vec<String>,
+    /// Where each line was read, by index (shorter when unknown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<Option<Origin>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SavedSamples {
+    Lines(Vec<String>),
+    Full {
+        lines: Vec<String>,
+        #[serde(default)]
+        origins: Vec<Option<Origin>>,
+    },
+}
+
+impl From<SavedSamples> for Samples {
+    fn from(s: SavedSamples) -> Samples {
+        match s {
+            SavedSamples::Lines(lines) => Samples {
+                lines,
+                origins: Vec::new(),
+            },
+            SavedSamples::Full { lines, origins } => Samples { lines, origins },
+        }
+    }
+}
+
+impl Samples {
+    /// Adds the hit's line, truncated, if fewer than [`MAX_SAMPLES`] are kept.
+    pub fn push(&mut self, hit: &Hit<'_>) {
+        if self.lines.len() < MAX_SAMPLES {
+            self.push_kept(
+                crate::text::truncate(hit.sample, SAMPLE_BYTES),
+                Origin::of(hit),
+            );
+        }
+    }
+
+    /// Adds a line kept earlier (already truncated) with its origin.
+    pub fn push_kept(&mut self, line: String, origin: Option<Origin>) {
+        if origin.is_some() {
+            self.origins.resize(self.lines.len(), None);
+            self.origins.push(origin);
+        }
+        self.lines.push(line);
+    }
+
+    /// The hit's line and origin, kept for later ([`Samples::push_kept`]).
+    pub fn keep(hit: &Hit<'_>) -> (String, Option<Origin>) {
+        (
+            crate::text::truncate(hit.sample, SAMPLE_BYTES),
+            Origin::of(hit),
+        )
+    }
+
+    /// Forgets every sample.
+    pub fn clear(&mut self) {
+        self.lines.clear();
+        self.origins.clear();
+    }
+
+    /// How many are kept.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Keeps the first `n`.
+    pub fn truncate(&mut self, n: usize) {
+        self.lines.truncate(n);
+        self.origins.truncate(n);
+    }
 }
 
 /// The condition of one alert key at an evaluation.
@@ -88,6 +217,9 @@ pub struct Evidence {
     pub total: Option<u64>,
     /// Up to [`MAX_SAMPLES`] sample lines.
     pub samples: Vec<String>,
+    /// Where each sample was read, by index (shorter when unknown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<Option<Origin>>,
     /// The log template (novelty).
     pub template: Option<String>,
     /// The template's most severe level (novelty).
@@ -300,14 +432,6 @@ pub fn report(
     if !active {
         *since = None;
     }
-}
-
-/// Adds a sample line, truncated, if fewer than [`MAX_SAMPLES`] are kept.
-pub fn push_sample(samples: &mut Vec<String>, line: &str) {
-    if samples.len() >= MAX_SAMPLES {
-        return;
-    }
-    samples.push(crate::text::truncate(line, SAMPLE_BYTES));
 }
 
 /// Sorts (group, count) by count descending, then name, and keeps `n`.

@@ -11,7 +11,7 @@
 //! group still logs the template within the window.
 
 use super::window::Window;
-use super::{push_sample, top_n, Detector, Evidence, Groups, Hit, Status};
+use super::{top_n, Detector, Evidence, Groups, Hit, Samples, Status};
 use crate::rules::Novelty as Spec;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +25,7 @@ struct Part {
     level: Option<String>,
     first: i64,
     last: i64,
-    samples: Vec<String>,
+    samples: Samples,
     sample_groups: Vec<String>,
     since: Option<i64>,
     logging: usize,
@@ -61,7 +61,7 @@ impl Novelty {
             level: None,
             first: t,
             last: t,
-            samples: Vec::new(),
+            samples: Samples::default(),
             sample_groups: Vec::new(),
             since: None,
             logging: 0,
@@ -122,7 +122,7 @@ impl Detector for Novelty {
         // Samples from distinct groups show the spread best.
         if !p.sample_groups.iter().any(|g| g == hit.group) && p.samples.len() < super::MAX_SAMPLES {
             p.sample_groups.push(hit.group.to_string());
-            push_sample(&mut p.samples, hit.sample);
+            p.samples.push(hit);
         }
     }
 
@@ -171,7 +171,8 @@ impl Detector for Novelty {
             top_groups: top_n(counts, 10),
             // The groups of the episode (kept while it fires).
             groups: Some(p.groups.len()),
-            samples: p.samples.clone(),
+            samples: p.samples.lines.clone(),
+            origins: p.samples.origins.clone(),
             template: (!p.template.is_empty()).then(|| p.template.clone()),
             level: p.level.clone(),
             ..Evidence::default()
@@ -222,6 +223,7 @@ mod tests {
             time: t * S,
             step: Step::Primary,
             sample: g,
+            origin: None,
         });
         d.annotate(tpl, "disk <*> full", Some("error"));
         let mut v = Vec::new();

@@ -5,7 +5,7 @@
 //! match) and is not broken at the watermark. This is the "stuck draining"
 //! detector: `waiting for participants to exit` every 5 s for 10 minutes.
 
-use super::{push_sample, Detector, Evidence, Groups, Hit, Status};
+use super::{Detector, Evidence, Groups, Hit, Samples, Status};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -13,7 +13,7 @@ struct G {
     start: i64,
     last: i64,
     count: u64,
-    samples: Vec<String>,
+    samples: Samples,
     since: Option<i64>,
 }
 
@@ -44,7 +44,7 @@ impl Detector for Persist {
             start: t,
             last: t,
             count: 0,
-            samples: Vec::new(),
+            samples: Samples::default(),
             since: None,
         });
         if t - g.last > gap {
@@ -53,14 +53,14 @@ impl Detector for Persist {
                 start: t,
                 last: t,
                 count: 0,
-                samples: Vec::new(),
+                samples: Samples::default(),
                 since: g.since,
             };
         }
         g.start = g.start.min(t);
         g.last = g.last.max(t);
         g.count += 1;
-        push_sample(&mut g.samples, hit.sample);
+        g.samples.push(hit);
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
@@ -95,7 +95,8 @@ impl Detector for Persist {
             first_seen: Some(g.start),
             last_seen: Some(g.last),
             top_groups: vec![(key.to_string(), g.count)],
-            samples: g.samples.clone(),
+            samples: g.samples.lines.clone(),
+            origins: g.samples.origins.clone(),
             ..Evidence::default()
         }
     }
@@ -124,6 +125,7 @@ mod tests {
                 time: t * S,
                 step: Step::Primary,
                 sample: "w",
+                origin: None,
             });
             t += every;
         }

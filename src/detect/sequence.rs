@@ -5,16 +5,19 @@
 //! the first B that completes it. Active while a completion happened within
 //! the last W.
 
-use super::{push_sample, Detector, Evidence, Groups, Hit, Status, Step};
+use super::{Detector, Evidence, Groups, Hit, Samples, Status, Step};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
 struct G {
     last_a: Option<(i64, String)>,
+    /// Where the pending A was read.
+    #[serde(default)]
+    last_a_origin: Option<super::Origin>,
     completions: u64,
     first: Option<i64>,
     last_done: Option<i64>,
-    samples: Vec<String>,
+    samples: Samples,
     since: Option<i64>,
 }
 
@@ -40,26 +43,28 @@ impl Detector for Sequence {
         let within = self.within;
         let g = self.groups.entry(hit.group, || G {
             last_a: None,
+            last_a_origin: None,
             completions: 0,
             first: None,
             last_done: None,
-            samples: Vec::new(),
+            samples: Samples::default(),
             since: None,
         });
         match hit.step {
             Step::Primary => {
-                g.last_a = Some((
-                    hit.time,
-                    crate::text::truncate(hit.sample, super::SAMPLE_BYTES),
-                ))
+                let (line, origin) = Samples::keep(hit);
+                g.last_a = Some((hit.time, line));
+                g.last_a_origin = origin;
             }
             Step::Then => {
                 let Some((a, sample_a)) = g.last_a.take() else {
                     return;
                 };
+                let origin_a = g.last_a_origin.take();
                 if hit.time < a || hit.time - a > within {
                     if hit.time < a {
                         g.last_a = Some((a, sample_a));
+                        g.last_a_origin = origin_a;
                     }
                     return;
                 }
@@ -67,8 +72,8 @@ impl Detector for Sequence {
                 g.first.get_or_insert(a);
                 g.last_done = Some(g.last_done.map_or(hit.time, |d| d.max(hit.time)));
                 if g.samples.len() + 2 <= super::MAX_SAMPLES + 1 {
-                    g.samples.push(sample_a);
-                    push_sample(&mut g.samples, hit.sample);
+                    g.samples.push_kept(sample_a, origin_a);
+                    g.samples.push(hit);
                 }
                 g.samples.truncate(super::MAX_SAMPLES);
             }
@@ -108,7 +113,8 @@ impl Detector for Sequence {
             first_seen: g.first,
             last_seen: g.last_done,
             top_groups: vec![(key.to_string(), g.completions)],
-            samples: g.samples.clone(),
+            samples: g.samples.lines.clone(),
+            origins: g.samples.origins.clone(),
             ..Evidence::default()
         }
     }
@@ -134,6 +140,7 @@ mod tests {
             time: t * S,
             step,
             sample: "x",
+            origin: None,
         });
     }
     fn act(d: &mut Sequence, now: i64) -> Vec<bool> {

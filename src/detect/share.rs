@@ -7,7 +7,7 @@
 //! groups get none. When the top group changes, the old one's alert clears.
 
 use super::window::Window;
-use super::{push_sample, top_n, Detector, Evidence, Groups, Hit, Population, Status};
+use super::{top_n, Detector, Evidence, Groups, Hit, Population, Samples, Status};
 use crate::rules::model::ShareSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ struct G {
     episode: u64,
     first: i64,
     last: i64,
-    samples: Vec<String>,
+    samples: Samples,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -89,13 +89,13 @@ impl Detector for Share {
             episode: 0,
             first: hit.time,
             last: hit.time,
-            samples: Vec::new(),
+            samples: Samples::default(),
         });
         g.win.add(hit.time);
         g.episode += 1;
         g.first = g.first.min(hit.time);
         g.last = g.last.max(hit.time);
-        push_sample(&mut g.samples, hit.sample);
+        g.samples.push(hit);
     }
 
     fn seen(&mut self, group: &str, partition: &str, time: i64) {
@@ -190,7 +190,8 @@ impl Detector for Share {
             population: Some(p.alive),
             groups: Some(p.counts.len()),
             total: Some(p.total),
-            samples: g.samples.clone(),
+            samples: g.samples.lines.clone(),
+            origins: g.samples.origins.clone(),
             ..Evidence::default()
         }
     }
@@ -250,6 +251,7 @@ mod tests {
             time: t * S,
             step: Step::Primary,
             sample: g,
+            origin: None,
         });
     }
     fn eval(d: &mut Share, now: i64) -> Vec<(String, bool)> {

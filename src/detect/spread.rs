@@ -8,7 +8,7 @@
 //! logged anything within `population_window` (default max(window, 10m)).
 
 use super::window::Window;
-use super::{push_sample, top_n, Detector, Evidence, Groups, Hit, Population, Status};
+use super::{top_n, Detector, Evidence, Groups, Hit, Population, Samples, Status};
 use crate::rules::model::SpreadSpec;
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +18,7 @@ struct Part {
     population: Population,
     first: i64,
     last: i64,
-    samples: Vec<String>,
+    samples: Samples,
     sample_groups: Vec<String>,
     since: Option<i64>,
     matching: usize,
@@ -66,7 +66,7 @@ impl Spread {
             population: Population::new(pw, mg),
             first: t,
             last: t,
-            samples: Vec::new(),
+            samples: Samples::default(),
             sample_groups: Vec::new(),
             since: None,
             matching: 0,
@@ -92,7 +92,7 @@ impl Detector for Spread {
         // Samples from distinct groups show the spread best.
         if !p.sample_groups.iter().any(|g| g == hit.group) && p.samples.len() < super::MAX_SAMPLES {
             p.sample_groups.push(hit.group.to_string());
-            push_sample(&mut p.samples, hit.sample);
+            p.samples.push(hit);
         }
     }
 
@@ -157,7 +157,8 @@ impl Detector for Spread {
             groups: Some(p.matching),
             population: Some(p.alive),
             total: Some(total),
-            samples: p.samples.clone(),
+            samples: p.samples.lines.clone(),
+            origins: p.samples.origins.clone(),
             ..Evidence::default()
         }
     }
@@ -211,6 +212,7 @@ mod tests {
             time: t * S,
             step: Step::Primary,
             sample: g,
+            origin: None,
         });
     }
     fn eval(d: &mut Spread, now: i64) -> Vec<(String, bool)> {

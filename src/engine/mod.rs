@@ -15,6 +15,7 @@ use crate::source::{self, Source};
 use serde::Serialize;
 
 mod exports;
+mod here;
 mod recording;
 mod state;
 
@@ -131,6 +132,8 @@ pub struct Engine {
     /// The block scan of the rules in force, shared with readers.
     scan_slot: scan::ScannerSlot,
     scan_generation: u64,
+    /// Where the current line was read.
+    here: here::Here,
     opts: Options,
     min_time: i64,
     max_time: Option<i64>,
@@ -298,6 +301,7 @@ impl Engine {
         let scan_generation = scanner.generation();
         Ok(Engine {
             scan_slot: scan::ScannerSlot::new(scanner),
+            here: here::Here::default(),
             scan_generation,
             rules,
             matcher: w.matcher,
@@ -646,8 +650,10 @@ impl Engine {
         let fallback = Source::named("stdin");
         let mut cursor = hints.cursor(self.scan_generation);
         let mut n = 0;
+        self.here.begin(sources);
         for line in block.lines() {
             let src = sources.get(line.input).unwrap_or(&fallback);
+            self.here.line(line.input);
             let hint = cursor.line(line.start, line.end);
             match line.time {
                 Some(t) => {
@@ -670,6 +676,7 @@ impl Engine {
         arrival: Option<i64>,
         out: &mut Vec<Notification>,
     ) {
+        self.here.line_of(source);
         self.push_hinted(source, line, arrival, None, out);
     }
 
@@ -704,6 +711,7 @@ impl Engine {
         time: i64,
         out: &mut Vec<Notification>,
     ) {
+        self.here.line_of(source);
         if let Some(p) = self.decoder.prepare_at(source, line, time, None) {
             self.ingest(&p, out);
         }
@@ -900,6 +908,7 @@ impl Engine {
                     time: event.time,
                     step,
                     sample: &event.text,
+                    origin: self.here.origin(),
                 };
                 self.detectors[ri].observe(&hit);
                 if self.hit_log.is_some() {
@@ -951,6 +960,7 @@ impl Engine {
             time: t,
             step: Step::Primary,
             sample: &event.text,
+            origin: self.here.origin(),
         };
         self.detectors[ri].observe(&hit);
         if self.hit_log.is_some() {

@@ -149,6 +149,17 @@ impl Alertmanager {
                 .collect();
             annotations.insert("top_groups".into(), top.join(", "));
         }
+        if let Some(l) = &n.links {
+            if let Some(u) = l.url() {
+                annotations.insert("logs_url".into(), u.to_string());
+            }
+            if let Some(q) = &l.query {
+                annotations.insert("logs_query".into(), q.clone());
+            }
+            if !l.lines.is_empty() {
+                annotations.insert("log_lines".into(), l.lines.join(" "));
+            }
+        }
         let ends = match n.state {
             // Ahead by four resend intervals: a few failed sends do not
             // resolve the alert behind our back.
@@ -167,7 +178,11 @@ impl Alertmanager {
             "startsAt": n.starts_at,
             "endsAt": ends,
         });
-        if let Some(base) = &self.cfg.generator_url {
+        // The lines behind the alert are where it came from; without them,
+        // sigwatch's own page.
+        if let Some(u) = n.links.as_ref().and_then(|l| l.url()) {
+            body["generatorURL"] = serde_json::Value::String(u.to_string());
+        } else if let Some(base) = &self.cfg.generator_url {
             body["generatorURL"] = serde_json::Value::String(format!(
                 "{}/?rule={}&group={}",
                 base.trim_end_matches('/'),

@@ -1088,6 +1088,8 @@ mod tests {
             fingerprint: format!("fp{i}"),
             repeat: false,
             incident: None,
+            links: None,
+            origins: Vec::new(),
         }
     }
 

@@ -50,9 +50,22 @@ pub fn event(routing_key: &str, n: &Notification) -> serde_json::Value {
         .iter()
         .map(|s| crate::text::truncate(s, 1024))
         .collect();
+    let links: Vec<serde_json::Value> = n
+        .links
+        .iter()
+        .flat_map(|l| {
+            let grafana = l.grafana.as_ref().map(|u| (u, "The lines in Grafana"));
+            let loki = l.loki.as_ref().map(|u| (u, "The lines (Loki query_range)"));
+            grafana.into_iter().chain(loki)
+        })
+        .map(|(href, text)| serde_json::json!({"href": href, "text": text}))
+        .collect();
+    let lines: Vec<&String> = n.links.iter().flat_map(|l| l.lines.iter()).collect();
+    let query = n.links.as_ref().and_then(|l| l.query.as_ref());
     serde_json::json!({
         "routing_key": routing_key,
         "event_action": "trigger",
+        "links": links,
         "dedup_key": dedup_key,
         "payload": {
             "summary": summary,
@@ -69,6 +82,8 @@ pub fn event(routing_key: &str, n: &Notification) -> serde_json::Value {
                 "first_seen": n.first_seen,
                 "last_seen": n.last_seen,
                 "samples": samples,
+                "sample_lines": lines,
+                "logs_query": query,
                 "annotations": n.annotations,
             }
         },

@@ -94,6 +94,22 @@ pub fn message(n: &Notification) -> serde_json::Value {
             .join("\n");
         blocks.push(serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&format!("*Samples:*\n```{s}```"), SECTION_MAX)}}));
     }
+    if let Some(l) = &n.links {
+        let mut parts = Vec::new();
+        if let Some(u) = &l.grafana {
+            parts.push(format!("<{u}|:mag: The lines in Grafana>"));
+        }
+        if let Some(u) = &l.loki {
+            parts.push(format!("<{u}|The lines in Loki>"));
+        }
+        if !l.lines.is_empty() {
+            let at: Vec<String> = l.lines.iter().map(|x| format!("`{x}`")).collect();
+            parts.push(format!("Samples at {}", at.join(", ")));
+        }
+        if !parts.is_empty() {
+            blocks.push(serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&parts.join(" · "), SECTION_MAX)}}));
+        }
+    }
     let mut ctx = format!(
         "rule `{}` · since {} · fingerprint {}",
         n.rule, n.starts_at, n.fingerprint
@@ -190,6 +206,8 @@ mod tests {
                 affected: vec!["ND_a".into()],
                 omitted: 0,
             }),
+            links: None,
+            origins: Vec::new(),
         };
         let text = message(&n).to_string();
         assert!(text.contains("Incident inc-0001 updated"), "{text}");

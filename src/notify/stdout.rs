@@ -113,8 +113,13 @@ pub fn text_line(n: &Notification, color: bool) -> String {
         .get("summary")
         .map(String::as_str)
         .unwrap_or(&n.title);
+    // Where the first sample is, for a file: what to open next.
+    let at_line = match n.links.as_ref().and_then(|l| l.lines.first()) {
+        Some(l) if n.state == AlertState::Firing => format!("  {}", paint(DIM, &format!("({l})"))),
+        _ => String::new(),
+    };
     format!(
-        "{}  {}  {}  {}  {}  {}",
+        "{}  {}  {}  {}  {}  {}{at_line}",
         paint(DIM, &at),
         paint(&format!("{BOLD}{state_color}"), &format!("{state:<8}")),
         paint(severity_color, &format!("{:<8}", n.severity)),
@@ -193,6 +198,8 @@ mod tests {
             fingerprint: "f".into(),
             repeat: false,
             incident: None,
+            links: None,
+            origins: Vec::new(),
         }
     }
 

@@ -693,6 +693,8 @@ rules:
             fingerprint: crate::alert::fingerprint(rule, group),
             repeat: false,
             incident: None,
+            links: None,
+            origins: Vec::new(),
         }
     }
 

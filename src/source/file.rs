@@ -135,6 +135,7 @@ fn source_for(path: &Path) -> Source {
         name,
         labels,
         modified: None,
+        kind: super::SourceKind::Named,
     }
 }
 

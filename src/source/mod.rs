@@ -23,6 +23,22 @@ pub struct Source {
     /// without a year when no line before gives one, and stands in for
     /// the time of lines that have none (they move no clock).
     pub modified: Option<i64>,
+    /// What its lines can be linked back to.
+    pub kind: SourceKind,
+}
+
+/// What a source's lines can be linked back to from an alert.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SourceKind {
+    /// Nothing beyond its name (a followed file read from an offset).
+    #[default]
+    Named,
+    /// An input read from its first line (a replayed file, stdin): its
+    /// lines' numbers are known.
+    Numbered,
+    /// A Loki stream: its first `n` labels are the stream's labels (the
+    /// rest are the entry's structured metadata).
+    Loki(usize),
 }
 
 impl Source {
@@ -32,6 +48,7 @@ impl Source {
             name: name.to_string(),
             labels: Vec::new(),
             modified: None,
+            kind: SourceKind::Named,
         }
     }
 }

@@ -84,6 +84,7 @@ impl Input {
 /// stands in for it (the lines are being written now).
 pub fn source_for(f: &str) -> Source {
     let mut source = Source::named(if f == "-" { "stdin" } else { f });
+    source.kind = super::SourceKind::Numbered;
     if f != "-" {
         let base = std::path::Path::new(f)
             .file_name()
