@@ -136,8 +136,8 @@ pub fn parse_instant(s: &str, now: i64) -> Result<i64, String> {
             _ => n,
         });
     }
-    match crate::duration::Dur::parse(t) {
-        Ok(d) => Ok(now.saturating_sub(d.ns())),
+    match humantime::parse_duration(t) {
+        Ok(d) => Ok(now.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))),
         Err(_) => Err(format!(
             "cannot read the time {t:?}: write RFC 3339 (2026-11-25T14:00:00Z), a date (2026-11-25), Unix seconds, now, or a duration back from now (24h, 7d)"
         )),

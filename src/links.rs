@@ -151,7 +151,7 @@ pub fn selector(streams: &[&[(String, String)]]) -> Option<String> {
                 logql_string(vs.iter().next().copied().unwrap_or(""))
             ),
             _ => {
-                let alts: Vec<String> = vs.iter().map(|v| regex::escape(v)).collect();
+                let alts: Vec<String> = vs.iter().map(|v| re_escape(v)).collect();
                 format!("{k}=~{}", logql_string(&alts.join("|")))
             }
         })
@@ -174,9 +174,9 @@ pub fn line_filter(set: &RuleSet, rule: &Rule) -> String {
         .collect();
     let spellings = |lit: &str| -> Vec<String> {
         let escaped = lit.replace('\\', "\\\\").replace('"', "\\\"");
-        let mut v = vec![regex::escape(lit)];
+        let mut v = vec![re_escape(lit)];
         if escaped != lit {
-            v.push(regex::escape(&escaped));
+            v.push(re_escape(&escaped));
         }
         v
     };
@@ -259,6 +259,19 @@ pub fn grafana_url(base: &str, uid: &str, query: &str, from: i64, to: i64) -> St
     )
 }
 
+/// Escapes RE2's metacharacters (Loki's regexes are Go's), and only those,
+/// so the query stays readable.
+fn re_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            o.push('\\');
+        }
+        o.push(c);
+    }
+    o
+}
+
 /// Percent-encodes a query parameter's value (RFC 3986 unreserved kept).
 fn encode(s: &str) -> String {
     let mut o = String::with_capacity(s.len() * 3 / 2);
@@ -320,12 +333,12 @@ rules:
     title: One
     severity: warning
     match: { contains: ["No space left"] }
-    detect: { kind: count, threshold: 1, window: 1m }
+    detect: { count: { threshold: 1, window: 1m } }
   - id: alts
     title: Alts
     severity: warning
     match: { contains: ["EGRESS_FAILED", "probeType=\"Liveness\""], contains_all: ["egress"], not_contains: ["retrying"] }
-    detect: { kind: count, threshold: 1, window: 1m }
+    detect: { count: { threshold: 1, window: 1m } }
 "#);
         assert_eq!(line_filter(&s, &s.rules[0]), " |= `No space left`");
         assert_eq!(

@@ -85,6 +85,14 @@ enum Cmd {
         after_help = "Examples:\n  sigwatch templates incident.log --level warn\n  kubectl logs deploy/api --since=1h | sigwatch templates - --top 50\n  sigwatch templates a.log b.log --json | jq -s 'sort_by(-.count)[:5]'"
     )]
     Templates(TemplatesArgs),
+    /// Suggest rules from an incident: what its logs have that a baseline's
+    /// have not (new templates, sharp rises, one node while its peers are
+    /// quiet, every node at once), written as rules with examples and tests,
+    /// each checked to fire on the incident and not on the baseline.
+    #[command(
+        after_help = "Examples:\n  sigwatch suggest --baseline last-week.log --incident outage.log --out rules/outage.yaml --tests rules/tests\n  sigwatch suggest --baseline quiet/*.log --incident incident/*.log --from 2026-11-25T14:00:00Z --to 2026-11-25T15:00:00Z --out new.yaml\n\nThen: sigwatch check --rules new.yaml; sigwatch replay --rules new.yaml --loki URL --query Q --from 7d"
+    )]
+    Suggest(SuggestArgs),
     /// Print the Prometheus rules that evaluate the cluster-wide (spread,
     /// share) rules over the counters of every shard (`run --shard I/N`).
     #[command(
@@ -122,6 +130,14 @@ struct ManArgs {
     /// of printing sigwatch.1.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SuggestArgs {
+    #[command(flatten)]
+    rules: RulesOptions,
+    #[command(flatten)]
+    o: sigwatch::app::suggest::SuggestOptions,
 }
 
 #[derive(Args)]
@@ -247,6 +263,12 @@ fn main() -> ExitCode {
         }
         Cmd::Learn(a) => mine::learn(&a.rules, &a.files, &a.out)
             .map(|()| 0)
+            .map_err(Into::into),
+        Cmd::Suggest(a) => sigwatch::app::suggest::suggest(&a.rules, &a.o)
+            .map(|report| {
+                print!("{report}");
+                0
+            })
             .map_err(Into::into),
         Cmd::Templates(a) => {
             mine::templates(&a.rules, &a.files, &a.o, &mut std::io::stdout().lock())

@@ -418,6 +418,44 @@ fn expand(case: &Case, start: i64, dir: &Path) -> Result<(Vec<Fed>, Vec<Source>)
     Ok((fed, sources))
 }
 
+impl Case {
+    /// A case that replays one file and expects nothing yet (`sigwatch
+    /// suggest` writes down what [`observe`] sees).
+    pub(crate) fn of_file(name: &str, file: &str) -> Case {
+        Case {
+            name: name.to_string(),
+            start: None,
+            tolerance: None,
+            lateness: None,
+            input: vec![Input {
+                line: None,
+                file: Some(file.to_string()),
+                at: None,
+                repeat: None,
+                every: None,
+                stream: None,
+                labels: BTreeMap::new(),
+            }],
+            end: None,
+            expect: Vec::new(),
+        }
+    }
+}
+
+/// What a case makes: (state, rule, group) of each notification, in order,
+/// exactly as `sigwatch test` sees them.
+pub(crate) fn observe(
+    case: &Case,
+    rules: &RuleSet,
+    dir: &Path,
+) -> Result<Vec<(String, String, String)>, String> {
+    let (seen, _, _) = execute(case, rules, dir)?;
+    Ok(seen
+        .into_iter()
+        .map(|s| (s.state, s.rule, s.group))
+        .collect())
+}
+
 /// Feeds a case's input; returns the notifications and the start instant.
 #[allow(clippy::type_complexity)]
 fn execute(

@@ -18,6 +18,7 @@ pub mod mine;
 pub(crate) mod receivers;
 pub mod replay;
 pub mod sources;
+pub mod suggest;
 
 use crate::duration::Dur;
 use crate::engine::{Engine, Options};
