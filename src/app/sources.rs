@@ -28,6 +28,28 @@ fn parse_checkpoint_interval(s: &str) -> Result<Dur, String> {
     Ok(d)
 }
 
+/// Who sigwatch is to Loki: tenant and credentials, for `run` and
+/// `replay --loki` alike. Secrets come from the environment or files,
+/// never from the command line (where `ps` shows them).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LokiAccess {
+    /// Tenant sent as X-Scope-OrgID.
+    #[arg(help_heading = "Loki", long, env = "SIGWATCH_LOKI_TENANT")]
+    pub loki_tenant: Option<String>,
+    /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
+    #[arg(help_heading = "Loki", long, env = "SIGWATCH_LOKI_USER")]
+    pub loki_user: Option<String>,
+    /// File holding the basic-auth password.
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
+    pub loki_password_file: Option<PathBuf>,
+    /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
+    pub loki_token_file: Option<PathBuf>,
+    /// Extra CA certificate (PEM) to trust for Loki's TLS.
+    #[arg(help_heading = "Loki", long, value_name = "FILE")]
+    pub loki_ca_file: Option<PathBuf>,
+}
+
 /// Where live lines come from: stdin (default), Grafana Loki, or files.
 /// Loki secrets come from the
 /// environment or files, never from the command line (where `ps` shows them).
@@ -44,21 +66,9 @@ pub struct SourceOptions {
     /// LogQL log query, e.g. '{namespace="livekit"}' (repeatable: each runs as its own stream).
     #[arg(help_heading = "Loki", long = "query", value_name = "LOGQL")]
     pub queries: Vec<String>,
-    /// Tenant sent as X-Scope-OrgID.
-    #[arg(help_heading = "Loki", long, env = "SIGWATCH_LOKI_TENANT")]
-    pub loki_tenant: Option<String>,
-    /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
-    #[arg(help_heading = "Loki", long, env = "SIGWATCH_LOKI_USER")]
-    pub loki_user: Option<String>,
-    /// File holding the basic-auth password.
-    #[arg(help_heading = "Loki", long, value_name = "FILE")]
-    pub loki_password_file: Option<PathBuf>,
-    /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
-    #[arg(help_heading = "Loki", long, value_name = "FILE")]
-    pub loki_token_file: Option<PathBuf>,
-    /// Extra CA certificate (PEM) to trust for Loki's TLS.
-    #[arg(help_heading = "Loki", long, value_name = "FILE")]
-    pub loki_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    /// Who sigwatch is to Loki.
+    pub access: LokiAccess,
     /// Follow Loki's websocket tail instead of polling (lower latency; every
     /// reconnect and dropped-entries report is backfilled from query_range).
     #[arg(help_heading = "Loki", long)]
@@ -135,11 +145,7 @@ impl Default for SourceOptions {
         SourceOptions {
             loki: None,
             queries: Vec::new(),
-            loki_tenant: None,
-            loki_user: None,
-            loki_password_file: None,
-            loki_token_file: None,
-            loki_ca_file: None,
+            access: LokiAccess::default(),
             loki_tail: false,
             loki_limit: None,
             loki_lag: None,
@@ -160,8 +166,8 @@ impl Default for SourceOptions {
 /// the environment).
 pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError> {
     let mut c = LokiConfig::new(url);
-    c.tenant = a.loki_tenant.clone();
-    c.ca_file = a.loki_ca_file.clone();
+    c.tenant = a.access.loki_tenant.clone();
+    c.ca_file = a.access.loki_ca_file.clone();
     let d = |v: Option<Dur>, default: Dur| {
         Duration::from_nanos(v.unwrap_or(default).ns().max(1) as u64)
     };
@@ -169,11 +175,11 @@ pub fn loki_config(a: &SourceOptions, url: &str) -> Result<LokiConfig, AppError>
     c.lag = d(a.loki_lag, Dur::secs(10));
     c.interval = d(a.loki_interval, Dur::secs(2));
     c.since = d(a.since, Dur::secs(900));
-    if let Some(token) = read_secret("SIGWATCH_LOKI_TOKEN", &a.loki_token_file)? {
+    if let Some(token) = read_secret("SIGWATCH_LOKI_TOKEN", &a.access.loki_token_file)? {
         c.auth = Auth::Bearer(token);
-    } else if let Some(user) = &a.loki_user {
-        let password =
-            read_secret("SIGWATCH_LOKI_PASSWORD", &a.loki_password_file)?.ok_or_else(|| {
+    } else if let Some(user) = &a.access.loki_user {
+        let password = read_secret("SIGWATCH_LOKI_PASSWORD", &a.access.loki_password_file)?
+            .ok_or_else(|| {
                 AppError::Setup(
                     "--loki-user needs SIGWATCH_LOKI_PASSWORD or --loki-password-file".into(),
                 )
@@ -210,31 +216,9 @@ pub struct LokiRangeOptions {
     /// End of the range (exclusive), same forms [default: now].
     #[arg(help_heading = "Loki", long, value_name = "TIME", requires = "loki")]
     pub to: Option<String>,
-    /// Tenant sent as X-Scope-OrgID.
-    #[arg(
-        help_heading = "Loki",
-        long,
-        env = "SIGWATCH_LOKI_TENANT",
-        requires = "loki"
-    )]
-    pub loki_tenant: Option<String>,
-    /// Basic-auth user; the password comes from SIGWATCH_LOKI_PASSWORD or --loki-password-file.
-    #[arg(
-        help_heading = "Loki",
-        long,
-        env = "SIGWATCH_LOKI_USER",
-        requires = "loki"
-    )]
-    pub loki_user: Option<String>,
-    /// File holding the basic-auth password.
-    #[arg(help_heading = "Loki", long, value_name = "FILE")]
-    pub loki_password_file: Option<PathBuf>,
-    /// File holding a bearer token (or env SIGWATCH_LOKI_TOKEN).
-    #[arg(help_heading = "Loki", long, value_name = "FILE")]
-    pub loki_token_file: Option<PathBuf>,
-    /// Extra CA certificate (PEM) to trust for Loki's TLS.
-    #[arg(help_heading = "Loki", long, value_name = "FILE")]
-    pub loki_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    /// Who sigwatch is to Loki.
+    pub access: LokiAccess,
     /// Entries per query_range page (Loki's cap is 5000) [default: 1000].
     #[arg(help_heading = "Loki", long)]
     pub loki_limit: Option<u32>,
@@ -266,11 +250,7 @@ impl LokiRangeOptions {
             )));
         }
         let live = SourceOptions {
-            loki_tenant: self.loki_tenant.clone(),
-            loki_user: self.loki_user.clone(),
-            loki_password_file: self.loki_password_file.clone(),
-            loki_token_file: self.loki_token_file.clone(),
-            loki_ca_file: self.loki_ca_file.clone(),
+            access: self.access.clone(),
             loki_limit: self.loki_limit,
             ..SourceOptions::default()
         };
@@ -439,14 +419,19 @@ pub fn apply_config(
         if a.queries.is_empty() {
             a.queries = l.queries.clone();
         }
-        a.loki_tenant = a.loki_tenant.take().or_else(|| l.tenant.clone());
-        a.loki_user = a.loki_user.take().or_else(|| l.user.clone());
-        a.loki_password_file = a
+        a.access.loki_tenant = a.access.loki_tenant.take().or_else(|| l.tenant.clone());
+        a.access.loki_user = a.access.loki_user.take().or_else(|| l.user.clone());
+        a.access.loki_password_file = a
+            .access
             .loki_password_file
             .take()
             .or_else(|| l.password_file.clone());
-        a.loki_token_file = a.loki_token_file.take().or_else(|| l.token_file.clone());
-        a.loki_ca_file = a.loki_ca_file.take().or_else(|| l.ca_file.clone());
+        a.access.loki_token_file = a
+            .access
+            .loki_token_file
+            .take()
+            .or_else(|| l.token_file.clone());
+        a.access.loki_ca_file = a.access.loki_ca_file.take().or_else(|| l.ca_file.clone());
         a.loki_tail = a.loki_tail || l.tail;
         a.loki_limit = a.loki_limit.or(l.limit);
         a.loki_lag = a.loki_lag.or(l.lag);

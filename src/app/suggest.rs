@@ -242,7 +242,7 @@ pub fn suggest(rules: &RulesOptions, o: &SuggestOptions) -> Result<String, AppEr
     found.truncate(o.max.saturating_mul(2).max(1));
     narrow(&mut found, &o.baseline)?;
     let mut dropped = Vec::new();
-    let kept = check(found, &set, o, range, &mut dropped)?;
+    let kept = check(found, o, range, &mut dropped)?;
     let mut kept = kept;
     kept.truncate(o.max);
     let yaml = rules_yaml(&kept, o);
@@ -906,7 +906,6 @@ fn on_base_template() -> Notification {
 /// baseline; drops (with the reason) those that cannot.
 fn check(
     mut found: Vec<Suggestion>,
-    _loaded: &RuleSet,
     o: &SuggestOptions,
     range: (Option<i64>, Option<i64>),
     dropped: &mut Vec<String>,
@@ -1134,9 +1133,10 @@ fn write_tests(dir: &Path, found: &[Suggestion], o: &SuggestOptions) -> Result<P
         rules_rel.display(),
         path.display()
     );
+    let names: Vec<&str> = found.iter().map(|s| s.id.as_str()).collect();
+    let _ = writeln!(y, "# The rules: {}.", names.join(", "));
     let _ = writeln!(y, "rules: [{}]", q(&rules_rel.display().to_string()));
     y.push_str("tests:\n");
-    let ids: BTreeSet<&str> = found.iter().map(|s| s.id.as_str()).collect();
     for f in &o.incident {
         let rel = relative(dir, Path::new(f));
         let case = crate::ruletest::Case::of_file(
@@ -1156,26 +1156,15 @@ fn write_tests(dir: &Path, found: &[Suggestion], o: &SuggestOptions) -> Result<P
             );
         }
         y.push_str("    expect:\n");
-        let mut any = false;
-        for (state, rule, group) in seen.iter().filter(|s| ids.contains(s.1.as_str())) {
+        // Every notification, in order: the suggested rules' and any the
+        // file's rules make besides (novelty's).
+        let any = !seen.is_empty();
+        for (state, rule, group) in &seen {
             let _ = writeln!(
                 y,
                 "      - {{rule: {rule}, group: {}, state: {state}}}",
                 q(group)
             );
-            any = true;
-        }
-        let others: Vec<&(String, String, String)> = seen
-            .iter()
-            .filter(|s| !ids.contains(s.1.as_str()))
-            .collect();
-        for (state, rule, group) in others {
-            let _ = writeln!(
-                y,
-                "      - {{rule: {rule}, group: {}, state: {state}}}",
-                q(group)
-            );
-            any = true;
         }
         if !any {
             y.push_str("      []\n");
