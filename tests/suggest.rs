@@ -157,3 +157,63 @@ fn suggest_explains_what_it_left_out_and_refuses_stdin() {
     let (ok, o, e) = run(&["check", "--rules", out.to_str().unwrap()]);
     assert!(ok, "{o}{e}");
 }
+
+#[test]
+fn suggested_rules_catch_another_redis_outage_and_not_another_quiet_day() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let gen = Command::new("python3")
+        .arg(root.join("fixtures/gen.py"))
+        .arg("variants")
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs the fixture generator");
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let rules = dir.path().join("outage.yaml");
+    let (ok, report, err) = run(&[
+        "suggest",
+        "--baseline",
+        root.join("fixtures/control-day.log").to_str().unwrap(),
+        "--incident",
+        root.join("fixtures/livekit-redis-outage.log")
+            .to_str()
+            .unwrap(),
+        "--out",
+        rules.to_str().unwrap(),
+        "--tests",
+        dir.path().join("tests").to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    // The control day has a 10 s Redis blip ("i/o timeout") on every node:
+    // the rule on the refused connections must not take it for an outage.
+    assert!(
+        report.contains("also \"connect: connection refused\""),
+        "{report}"
+    );
+    // One line per node at start or stop is a lifecycle event, not a rule.
+    assert!(
+        report.contains("\"exit requested, shutting down\": one info line per node"),
+        "{report}"
+    );
+    let rules_s = rules.to_str().unwrap();
+    let (ok, out, err) = run(&[
+        "test",
+        "--rules",
+        rules_s,
+        dir.path().join("tests").to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}{err}");
+    let other = fired(rules_s, &dir.path().join("livekit-outage-b.log"));
+    assert!(
+        other
+            .iter()
+            .any(|(r, _)| r == "suggested.could_not_register_node_dial_tcp"),
+        "{other:?}"
+    );
+    let quiet = fired(rules_s, &dir.path().join("control-day-b.log"));
+    assert!(quiet.is_empty(), "{quiet:?}");
+}

@@ -236,7 +236,8 @@ pub fn suggest(rules: &RulesOptions, o: &SuggestOptions) -> Result<String, AppEr
             "the incident has no lines (in --from/--to)".into(),
         ));
     }
-    let mut found = candidates(&miner, &base, &inc, &aliases, &o.prefix);
+    let mut skipped = Vec::new();
+    let mut found = candidates(&miner, &base, &inc, &aliases, &o.prefix, &mut skipped);
     found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
     // Twice as many as asked: some will not survive the check.
     found.truncate(o.max.saturating_mul(2).max(1));
@@ -284,10 +285,16 @@ pub fn suggest(rules: &RulesOptions, o: &SuggestOptions) -> Result<String, AppEr
             let _ = writeln!(report, "   - the loaded rule {id} matches {lit:?} already");
         }
     }
-    if !dropped.is_empty() {
+    if !dropped.is_empty() || !skipped.is_empty() {
         let _ = writeln!(report, "\nleft out:");
         for d in &dropped {
             let _ = writeln!(report, "   {d}");
+        }
+        for d in skipped.iter().take(10) {
+            let _ = writeln!(report, "   {d}");
+        }
+        if skipped.len() > 10 {
+            let _ = writeln!(report, "   … and {} more", skipped.len() - 10);
         }
     }
     Ok(report)
@@ -561,6 +568,7 @@ fn candidates(
     inc: &Tally,
     aliases: &[String],
     prefix: &str,
+    skipped: &mut Vec<String>,
 ) -> Vec<Suggestion> {
     let mut out = Vec::new();
     let mut ids: BTreeSet<String> = BTreeSet::new();
@@ -635,6 +643,21 @@ fn candidates(
             continue;
         }
         let lvl = s.level.or(tpl.levels.highest());
+        // Debug lines come and go with verbosity, and one info line per
+        // node is a lifecycle event (a start, a stop), not a signature: a
+        // rule on either pages on the next deploy.
+        if lvl.is_some_and(|l| l < Level::Info) {
+            skipped.push(format!("{:?}: debug lines", tpl.text()));
+            continue;
+        }
+        let most = groups.values().map(|g| g.count).max().unwrap_or(0);
+        if lvl.is_none_or(|l| l <= Level::Info) && most <= 1 {
+            skipped.push(format!(
+                "{:?}: one info line per {alias} (a lifecycle event)",
+                tpl.text()
+            ));
+            continue;
+        }
         let mut why = Vec::new();
         let mut score = 0.0;
         if new {
