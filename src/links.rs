@@ -2,7 +2,7 @@
 //! first, and what Loki's own ruler cannot put in an alert
 //! (grafana/loki#5844).
 //!
-//! Every sample keeps where it was read ([`crate::detect::Origin`]). From a
+//! Every sample keeps where it was read (`detect::Origin`). From a
 //! Loki source a notification gets a `query_range` URL that returns those
 //! lines: a selector of the samples' streams (labels every stream shares
 //! pinned with `=`, the others with `=~` over their values), the rule's
