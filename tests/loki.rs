@@ -1383,6 +1383,8 @@ async fn the_link_in_a_notification_returns_its_sample_lines_from_loki() {
         }
     }
     let url = start_loki(store.clone()).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("range.html");
     let (out, log) = sigwatch(&[
         "replay",
         "--no-summary",
@@ -1400,8 +1402,16 @@ async fn the_link_in_a_notification_returns_its_sample_lines_from_loki() {
         "https://grafana.example/",
         "--grafana-datasource",
         "P8E80F9AEF21F6940",
+        "--report",
+        report.to_str().unwrap(),
     ])
     .await;
+    // The postmortem's timeline of the range.
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("egress.black_hole") && html.contains(&url),
+        "a report of the range"
+    );
     let notes: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
