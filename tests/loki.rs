@@ -749,6 +749,14 @@ async fn the_binary_consumes_loki_and_resumes_from_its_checkpoint_after_kill_9()
         n["group"].as_str().unwrap().starts_with("node-egress-"),
         "named from the node_id label: {n}"
     );
+    // `run` from Loki links the alert to its lines on that Loki.
+    let link = n["links"]["loki"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a link: {n}"));
+    assert!(
+        link.starts_with(&format!("{url}/loki/api/v1/query_range?query=")),
+        "{link}"
+    );
     // Once the page is recorded as delivered (its receipt in the stdout
     // lane's spool) and a checkpoint holds its alert, kill -9: the restart
     // resumes from that checkpoint and must not deliver it again. Then a
