@@ -46,14 +46,14 @@ fn fired(rules: &str, log: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-#[test]
-fn suggested_rules_fire_on_another_incident_of_the_kind_and_not_on_quiet_logs() {
+/// Other days from the fixture generator into `dir`; the bad node of its
+/// second black hole.
+fn variants(dir: &Path) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().unwrap();
     let gen = Command::new("python3")
         .arg(root.join("fixtures/gen.py"))
         .arg("variants")
-        .arg(dir.path())
+        .arg(dir)
         .output()
         .expect("python3 runs the fixture generator");
     assert!(
@@ -61,7 +61,14 @@ fn suggested_rules_fire_on_another_incident_of_the_kind_and_not_on_quiet_logs() 
         "{}",
         String::from_utf8_lossy(&gen.stderr)
     );
-    let bad = String::from_utf8(gen.stdout).unwrap().trim().to_string();
+    String::from_utf8(gen.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn suggested_rules_fire_on_another_incident_of_the_kind_and_not_on_quiet_logs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = variants(dir.path());
     assert!(bad.starts_with("NE_"), "{bad}");
     let incident = root.join("fixtures/egress-black-hole.log");
     let rules = dir.path().join("suggested.yaml");
@@ -162,17 +169,7 @@ fn suggest_explains_what_it_left_out_and_refuses_stdin() {
 fn suggested_rules_catch_another_redis_outage_and_not_another_quiet_day() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
-    let gen = Command::new("python3")
-        .arg(root.join("fixtures/gen.py"))
-        .arg("variants")
-        .arg(dir.path())
-        .output()
-        .expect("python3 runs the fixture generator");
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
+    variants(dir.path());
     let rules = dir.path().join("outage.yaml");
     let (ok, report, err) = run(&[
         "suggest",

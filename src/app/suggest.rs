@@ -1050,8 +1050,8 @@ fn rules_yaml(found: &[Suggestion], o: &SuggestOptions) -> String {
         let (detect, summary, title) = match &s.kind {
             Kind::Count { threshold } => (
                 format!("count: {{threshold: {threshold}, window: 5m}}"),
-                format!("{{{{ group }}}} logged {} {{{{ count }}}} time(s)", s.literal),
-                format!("{} ({} new or rising)", s.literal, s.alias),
+                format!("{{{{ group }}}} logged {:?} {{{{ count }}}} time(s)", s.literal),
+                format!("{:?} new or rising on a {}", s.literal, s.alias),
             ),
             Kind::Share {
                 min_total,
