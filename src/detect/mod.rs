@@ -529,3 +529,29 @@ impl Sampler {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_read_an_older_state_and_keep_their_origins_by_index() {
+        let old: Samples = serde_json::from_str(r#"["a line", "another"]"#).unwrap();
+        assert_eq!(old.lines, ["a line", "another"]);
+        assert!(old.origins.is_empty(), "the older state knew no origins");
+        let mut s = Samples::default();
+        s.push_kept("no origin".into(), None);
+        let origin = Origin {
+            source: "a.log".into(),
+            stream: None,
+            line: Some(7),
+            time: 1,
+        };
+        s.push_kept("from a.log".into(), Some(origin.clone()));
+        assert_eq!(s.origins, [None, Some(origin)], "aligned with the lines");
+        let back: Samples = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s, "the checkpoint round-trips");
+        s.truncate(1);
+        assert_eq!((s.len(), s.origins.len()), (1, 1));
+    }
+}
