@@ -14,11 +14,13 @@ use crate::source::replay::Merged;
 use std::io::Write;
 use std::path::Path;
 
-/// Feeds every prepared line of `files` to `f`; returns the lines read.
-fn each_line(
+/// Feeds every prepared line of `files` to `f`, with the decoder (for
+/// levels and fields) and the raw line (a joined multi-line record or a
+/// partial line left at the end: its text); returns the lines read.
+pub(super) fn each_line(
     files: &[String],
     keys: &decode::KeyConfig,
-    mut f: impl FnMut(&Decoder, &Prepared<'_>),
+    mut f: impl FnMut(&mut Decoder, &Prepared<'_>, &str),
 ) -> Result<u64, AppError> {
     let mut merged = Merged::open(files, decode::peek_time)?;
     let sources = merged.sources();
@@ -29,17 +31,18 @@ fn each_line(
         n += 1;
         let src = sources.get(i).unwrap_or(&fallback);
         if let Some(p) = dec.prepare(src, line, None) {
-            f(&dec, &p);
+            f(&mut dec, &p, line);
         }
         while dec.has_queued() {
             if let Some(p) = dec.prepare_queued(None) {
-                f(&dec, &p);
+                let raw = p.text.clone();
+                f(&mut dec, &p, &raw);
             }
         }
     }
     for (_, text) in dec.drain_partials() {
         if let Some(p) = dec.prepare(&crate::source::Source::named("partial"), &text, None) {
-            f(&dec, &p);
+            f(&mut dec, &p, &text);
         }
     }
     Ok(n)
@@ -74,7 +77,7 @@ pub fn learn(rules: &RulesOptions, files: &[String], out: &Path) -> Result<(), A
     let mut spec = novelty_spec(rules)?;
     spec.learn_for = i64::MAX;
     let mut watch = Watch::new(&spec);
-    let lines = each_line(files, &set.keys, |d, p| {
+    let lines = each_line(files, &set.keys, |d, p, _| {
         watch.observe(
             d.level(p),
             &p.text,
@@ -163,7 +166,7 @@ pub fn templates(
         let keys = &set.keys;
         let reader = scope.spawn(move || {
             let mut batch = Batch::default();
-            let n = each_line(files, keys, |d, p| {
+            let n = each_line(files, keys, |d, p, _| {
                 // The message is read on the mining thread, which has
                 // less to do.
                 let level = d.level(p);
@@ -298,7 +301,7 @@ fn write_lines(
         // them, so only the ids were held in memory.
         let mut n = 0;
         let mut open = true;
-        each_line(files, keys, |_, p| {
+        each_line(files, keys, |_, p, _| {
             if open {
                 open = write(n, &p.text);
             }

@@ -26,7 +26,7 @@ use super::{load_rules, AppError, RulesOptions};
 use crate::alert::{AlertState, Notification};
 use crate::decode::level::mining_message;
 use crate::decode::payload::Level;
-use crate::decode::{resolve_key, Decoder, KeyConfig};
+use crate::decode::{resolve_key, KeyConfig};
 use crate::engine::{Engine, Options};
 use crate::mining::{Miner, MinerConfig, WILDCARD};
 use crate::rules::RuleSet;
@@ -117,6 +117,35 @@ impl GroupStat {
     }
 }
 
+/// The sightings of the last [`WINDOW`] and how many each group has, so
+/// the groups at once are known without a pass over the window.
+#[derive(Debug, Clone, Default)]
+struct Recent {
+    seen: VecDeque<(i64, String)>,
+    per_group: HashMap<String, usize>,
+}
+
+impl Recent {
+    /// A sighting of `group` at `t`; the groups within the window now.
+    fn add(&mut self, t: i64, group: String) -> usize {
+        *self.per_group.entry(group.clone()).or_default() += 1;
+        self.seen.push_back((t, group));
+        while let Some((f, g)) = self.seen.front() {
+            if t - f < WINDOW {
+                break;
+            }
+            if let Some(n) = self.per_group.get_mut(g) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_group.remove(g);
+                }
+            }
+            self.seen.pop_front();
+        }
+        self.per_group.len()
+    }
+}
+
 /// What one side (baseline or incident) says of a template.
 #[derive(Debug, Clone, Default)]
 struct Side {
@@ -126,9 +155,9 @@ struct Side {
     level: Option<Level>,
     /// Alias → group → sightings.
     groups: BTreeMap<String, BTreeMap<String, GroupStat>>,
-    /// Alias → (time, group) within the last [`WINDOW`], for the most
-    /// groups at once.
-    recent: BTreeMap<String, VecDeque<(i64, String)>>,
+    /// Alias → the groups of the last [`WINDOW`], for the most groups at
+    /// once.
+    recent: BTreeMap<String, Recent>,
     most_at_once: BTreeMap<String, usize>,
     lines: Vec<String>,
 }
@@ -221,12 +250,8 @@ pub fn suggest(rules: &RulesOptions, o: &SuggestOptions) -> Result<String, AppEr
         max_templates: 20_000,
         variable_after: 4,
     });
-    each(&o.baseline, keys, (None, None), |m| {
-        miner.add(&m.message, m.time, m.level);
-    })?;
-    each(&o.incident, keys, range, |m| {
-        miner.add(&m.message, m.time, m.level);
-    })?;
+    mine(&mut miner, &o.baseline, keys, (None, None))?;
+    mine(&mut miner, &o.incident, keys, range)?;
     // Pass 2: every line under its final template, per group.
     let aliases = aliases(keys);
     let base = tally(&o.baseline, keys, (None, None), &miner, &aliases)?;
@@ -300,50 +325,28 @@ pub fn suggest(rules: &RulesOptions, o: &SuggestOptions) -> Result<String, AppEr
     Ok(report)
 }
 
-/// A line prepared for counting: its message for mining and its time.
-struct Line<'a> {
-    message: std::borrow::Cow<'a, str>,
-    time: i64,
-    level: Option<Level>,
+/// Whether `t` lies in `range` (`[from, to)`, either end open).
+fn in_range(t: i64, range: (Option<i64>, Option<i64>)) -> bool {
+    !(range.0.is_some_and(|a| t < a) || range.1.is_some_and(|b| t >= b))
 }
 
-/// Feeds every line of `files` in `range` that has a message to `f`, with
-/// the decoder (for its fields); lines out of range are skipped.
-fn each(
+/// Pass 1 over one side: every message in `range` into the miner.
+fn mine(
+    miner: &mut Miner,
     files: &[String],
     keys: &KeyConfig,
     range: (Option<i64>, Option<i64>),
-    mut f: impl FnMut(&Line<'_>),
-) -> Result<u64, AppError> {
-    let mut merged = Merged::open(files, crate::decode::peek_time)?;
-    let sources = merged.sources();
-    let fallback = crate::source::Source::named("input");
-    let mut dec = Decoder::new(keys, false);
-    let mut n = 0;
-    while let Some((i, raw)) = merged.next_indexed()? {
-        let src = sources.get(i).unwrap_or(&fallback);
-        let Some(p) = dec.prepare(src, raw, None) else {
-            continue;
-        };
-        if range.0.is_some_and(|a| p.time < a) || range.1.is_some_and(|b| p.time >= b) {
-            continue;
+) -> Result<(), AppError> {
+    super::mine::each_line(files, keys, |d, p, _| {
+        if !in_range(p.time, range) {
+            return;
         }
-        n += 1;
-        let level = dec.level(&p);
-        let Some(message) =
-            mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time))
-        else {
-            continue;
-        };
-        let message = std::borrow::Cow::Owned(message.into_owned());
-        let line = Line {
-            message,
-            time: p.time,
-            level,
-        };
-        f(&line);
-    }
-    Ok(n)
+        let level = d.level(p);
+        if let Some(m) = mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time)) {
+            miner.add(&m, p.time, level);
+        }
+    })?;
+    Ok(())
 }
 
 /// The key aliases lines are grouped by, most telling first.
@@ -359,7 +362,8 @@ fn aliases(keys: &KeyConfig) -> Vec<String> {
     v
 }
 
-/// Pass 2 over one side.
+/// Pass 2 over one side: every line in `range` counted under its final
+/// template, per group of each alias.
 fn tally(
     files: &[String],
     keys: &KeyConfig,
@@ -368,26 +372,18 @@ fn tally(
     aliases: &[String],
 ) -> Result<Tally, AppError> {
     let mut t = Tally::default();
-    let mut merged = Merged::open(files, crate::decode::peek_time)?;
-    let sources = merged.sources();
-    let fallback = crate::source::Source::named("input");
-    let mut dec = Decoder::new(keys, false);
-    while let Some((i, raw)) = merged.next_indexed()? {
-        let src = sources.get(i).unwrap_or(&fallback);
-        let Some(p) = dec.prepare(src, raw, None) else {
-            continue;
-        };
+    super::mine::each_line(files, keys, |dec, p, raw| {
         let time = p.time;
-        if range.0.is_some_and(|a| time < a) || range.1.is_some_and(|b| time >= b) {
-            continue;
+        if !in_range(time, range) {
+            return;
         }
         t.lines += 1;
         t.first.get_or_insert(time);
         t.last = Some(t.last.map_or(time, |l| l.max(time)));
-        let level = dec.level(&p);
+        let level = dec.level(p);
         let message = mining_message(&p.text, p.format, p.header.as_ref(), level, Some(time))
             .map(|m| m.into_owned());
-        let event = dec.event(&p);
+        let event = dec.event(p);
         let get = |k: &str| event.get(k);
         let groups: Vec<(String, String)> = aliases
             .iter()
@@ -402,7 +398,7 @@ fn tally(
             }
         }
         let Some(id) = message.and_then(|m| miner.lookup(&m)) else {
-            continue;
+            return;
         };
         let side = t.templates.entry(miner.canonical(id)).or_default();
         side.count += 1;
@@ -417,16 +413,11 @@ fn tally(
             if per.len() < MAX_GROUPS || per.contains_key(&g) {
                 per.entry(g.clone()).or_default().add(time);
             }
-            let recent = side.recent.entry(a.clone()).or_default();
-            recent.push_back((time, g));
-            while recent.front().is_some_and(|f| time - f.0 >= WINDOW) {
-                recent.pop_front();
-            }
-            let at_once: BTreeSet<&str> = recent.iter().map(|r| r.1.as_str()).collect();
+            let at_once = side.recent.entry(a.clone()).or_default().add(time, g);
             let m = side.most_at_once.entry(a).or_default();
-            *m = (*m).max(at_once.len());
+            *m = (*m).max(at_once);
         }
-    }
+    })?;
     Ok(t)
 }
 
@@ -897,33 +888,6 @@ fn replay(
     Ok(out)
 }
 
-/// A firing notification to fill in (rule and group).
-fn on_base_template() -> Notification {
-    Notification {
-        state: AlertState::Firing,
-        rule: String::new(),
-        title: String::new(),
-        severity: String::new(),
-        group: String::new(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        starts_at: crate::clock::Stamp::at(0),
-        ends_at: None,
-        count: 0,
-        first_seen: None,
-        last_seen: None,
-        top_groups: Vec::new(),
-        share: None,
-        samples: Vec::new(),
-        template: None,
-        fingerprint: String::new(),
-        repeat: false,
-        incident: None,
-        links: None,
-        origins: Vec::new(),
-    }
-}
-
 /// Compiles the suggestions, checks their examples, replays them over both
 /// sides and adjusts them until they fire on the incident and not on the
 /// baseline; drops (with the reason) those that cannot.
@@ -958,36 +922,35 @@ fn check(
             }
         }
         let ids: BTreeSet<String> = found.iter().map(|s| s.id.clone()).collect();
-        let mut on_base = replay(&set, &o.baseline, (None, None), &ids)?;
-        // And each file alone, as the written tests replay it.
+        // The rules that fire on the baseline: merged, and each file alone
+        // as the written tests replay it.
+        let mut noisy: BTreeSet<String> = replay(&set, &o.baseline, (None, None), &ids)?
+            .into_iter()
+            .filter(|n| n.state == AlertState::Firing)
+            .map(|n| n.rule)
+            .collect();
         for f in &o.baseline {
             let abs = std::fs::canonicalize(f).unwrap_or_else(|_| PathBuf::from(f));
             let case = crate::ruletest::Case::of_file("baseline", &abs.display().to_string());
-            for (state, rule, group) in
-                crate::ruletest::observe(&case, &set, Path::new("/")).map_err(AppError::Setup)?
-            {
-                if state == "firing" && ids.contains(&rule) {
-                    on_base.push(Notification {
-                        rule,
-                        group,
-                        ..on_base_template()
-                    });
-                }
-            }
+            let seen =
+                crate::ruletest::observe(&case, &set, Path::new("/")).map_err(AppError::Setup)?;
+            noisy.extend(
+                seen.into_iter()
+                    .filter(|(state, rule, _)| state == "firing" && ids.contains(rule))
+                    .map(|(_, rule, _)| rule),
+            );
         }
         let on_inc = replay(&set, &o.incident, range, &ids)?;
         let mut changed = false;
         let mut keep = Vec::new();
         for mut s in found {
-            let noisy = on_base
-                .iter()
-                .any(|n| n.rule == s.id && n.state == AlertState::Firing);
+            let is_noisy = noisy.contains(&s.id);
             let fired: BTreeSet<String> = on_inc
                 .iter()
                 .filter(|n| n.rule == s.id && n.state == AlertState::Firing)
                 .map(|n| n.group.clone())
                 .collect();
-            if noisy {
+            if is_noisy {
                 match tighten(&s.kind) {
                     Some(k) => {
                         s.why
