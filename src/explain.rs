@@ -86,7 +86,16 @@ fn wrapper_of(raw: &str) -> String {
                     parts.push(format!("stern (pod {}, container {})", p.pod, p.container));
                     r.to_string()
                 }
-                None => plain,
+                None => match wrapper::compose_prefix(&plain) {
+                    Some((p, r)) => {
+                        parts.push(format!(
+                            "docker compose (container {}, service {})",
+                            p.pod, p.container
+                        ));
+                        r.to_string()
+                    }
+                    None => plain,
+                },
             }
         }
     };
@@ -143,6 +152,9 @@ impl Explainer {
     fn template_of(&self, p: &crate::decode::Prepared<'_>) -> String {
         use crate::decode::level::mining_message;
         let level = self.decoder.level(p);
+        if p.continues {
+            return "(continues the record above: mined with it)".into();
+        }
         let Some(msg) = mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time))
         else {
             return "(no message)".into();

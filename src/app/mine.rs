@@ -78,6 +78,10 @@ pub fn learn(rules: &RulesOptions, files: &[String], out: &Path) -> Result<(), A
     spec.learn_for = i64::MAX;
     let mut watch = Watch::new(&spec);
     let lines = each_line(files, &set.keys, |d, p, _| {
+        // A trace's frames belong to their record's template.
+        if p.continues {
+            return;
+        }
         watch.observe(
             d.level(p),
             &p.text,
@@ -170,7 +174,9 @@ pub fn templates(
                 // The message is read on the mining thread, which has
                 // less to do.
                 let level = d.level(p);
-                let wanted = o.level.is_none_or(|min| level.is_some_and(|l| l >= min));
+                // A trace's frames belong to their record's template.
+                let wanted =
+                    !p.continues && o.level.is_none_or(|min| level.is_some_and(|l| l >= min));
                 let from = batch.text.len();
                 batch.text.push_str(&p.text);
                 batch.lines.push(Mined {

@@ -338,7 +338,7 @@ fn mine(
     range: (Option<i64>, Option<i64>),
 ) -> Result<(), AppError> {
     super::mine::each_line(files, keys, |d, p, _| {
-        if !in_range(p.time, range) {
+        if !in_range(p.time, range) || p.continues {
             return;
         }
         let level = d.level(p);
@@ -381,7 +381,10 @@ fn tally(
         t.first.get_or_insert(time);
         t.last = Some(t.last.map_or(time, |l| l.max(time)));
         let level = dec.level(p);
-        let message = mining_message(&p.text, p.format, p.header.as_ref(), level, Some(time))
+        // A trace's frames belong to their record's template.
+        let message = (!p.continues)
+            .then(|| mining_message(&p.text, p.format, p.header.as_ref(), level, Some(time)))
+            .flatten()
             .map(|m| m.into_owned());
         let event = dec.event(p);
         let get = |k: &str| event.get(k);

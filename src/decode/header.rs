@@ -606,6 +606,40 @@ fn finish_stamp(b: &[u8], mut st: Stamp) -> Option<Stamp> {
     boundary(b, st.end).then_some(st)
 }
 
+/// A level joined to a stamp by colons: `:DEBUG:` or `::WARNING::` at
+/// `i` (one or two colons each side, a level word between). The level and
+/// where the message starts.
+fn colon_level(b: &[u8], i: usize) -> Option<(Level, usize)> {
+    let colons = |j: usize| {
+        b[j.min(b.len())..]
+            .iter()
+            .take(2)
+            .take_while(|c| **c == b':')
+            .count()
+    };
+    let before = colons(i);
+    if before == 0 {
+        return None;
+    }
+    let start = i + before;
+    let len = b[start..]
+        .iter()
+        .take(12)
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    let word = &b[start..start + len];
+    let after = colons(start + len);
+    if after != before || !severity::strong_word(word) {
+        return None;
+    }
+    let l = severity::header_word(word)?;
+    let mut e = start + len + after;
+    while b.get(e).is_some_and(|c| is_space(*c)) {
+        e += 1;
+    }
+    Some((l, e))
+}
+
 fn valid_date(y: Option<i32>, m: u32, d: u32) -> bool {
     (1..=12).contains(&m) && (1..=31).contains(&d) && y.is_none_or(|y| (1970..=2200).contains(&y))
 }
@@ -663,6 +697,15 @@ fn year_first(b: &[u8], i: usize) -> Option<Stamp> {
                 st.clock = Some(c);
                 st.end = end;
                 return finish_stamp(b, st);
+            }
+            if b.get(k) == Some(&b' ') && b.get(k + 1) == Some(&b'-') && b.get(k + 2) == Some(&b' ')
+            {
+                // Gin's `2022/02/07 - 10:49:33`.
+                if let Some((c, end)) = clock(b, k + 3) {
+                    st.clock = Some(c);
+                    st.end = end;
+                    return finish_stamp(b, st);
+                }
             }
             if b.get(k) == Some(&b'-') {
                 // DB2 and BGL: `2005-06-03-15.42.50.675872`.
@@ -787,6 +830,20 @@ fn two_digits(b: &[u8], i: usize, first: bool) -> Option<Stamp> {
         // DD Mon YYYY, DD-Mon-YYYY, DD/Mon/YYYY:
         let k = j + 4;
         let y_sep = *b.get(k)?;
+        if sep == b' ' && y_sep == b' ' && run(b, k + 1) == 2 && b.get(k + 3) == Some(&b':') {
+            // Redis without a year (`30 May 12:50:13.457`, before 7.x):
+            // the year comes from the reference like syslog's.
+            if !valid_date(None, mo, a) {
+                return None;
+            }
+            let (c, end) = clock(b, k + 1)?;
+            let mut st = Stamp::new(end);
+            st.month = mo;
+            st.day = a;
+            st.clock = Some(c);
+            st.kind = StampKind::Redis;
+            return finish_stamp(b, st);
+        }
         if y_sep != sep || run(b, k + 1) != 4 {
             return None;
         }
@@ -830,11 +887,17 @@ fn two_digits(b: &[u8], i: usize, first: bool) -> Option<Stamp> {
             st.end = k + 5;
         }
         (Some(s), 2) if *s == sep && sep == b'/' => {
-            // YY/MM/DD (log4j's yy/MM/dd).
-            let y = 2000 + i32::try_from(a).ok()?;
-            st.year = Some(y);
-            st.month = m2;
-            st.day = num(b, k + 1, 2)?;
+            // YY/MM/DD (log4j's yy/MM/dd); MM/DD/YY when the middle can
+            // only be a day (`01/25/22`, ZoneMinder, Windows).
+            let last = num(b, k + 1, 2)?;
+            let (y, mo, d) = if m2 > 12 && a <= 12 {
+                (last, a, m2)
+            } else {
+                (a, m2, last)
+            };
+            st.year = Some(2000 + i32::try_from(y).ok()?);
+            st.month = mo;
+            st.day = d;
             st.end = k + 3;
         }
         (Some(b' '), _) if sep != b'/' => {
@@ -1465,6 +1528,15 @@ impl<'b> Walker<'b> {
                     if syslog && self.syslog_rest(i) {
                         return;
                     }
+                    if let Some((l, e)) = colon_level(b, i) {
+                        // `stamp:DEBUG:msg`, `stamp::WARNING::msg` (Python
+                        // and sabnzbd-style colon-joined headers).
+                        self.level_found(l, e, false);
+                        i = e;
+                        self.prev_end = i;
+                        self.commit(i);
+                        continue;
+                    }
                     match st.kind {
                         StampKind::Klog => {
                             self.klog_rest(i);
@@ -1730,7 +1802,13 @@ impl<'b> Walker<'b> {
     /// logger named inside the bracket after the stamp, if any).
     fn stamp_here(&self, i: usize) -> Option<(Stamp, usize, Option<Span>)> {
         let b = self.b;
-        let first = self.tokens <= 1 && self.committed == 0 && !self.has_pending;
+        // A bare time of day is a stamp as the first token, or after a
+        // leading number (strace's `478760 12:21:46.284771 execve(…)`).
+        let after_number = self.tokens == 2 && self.committed == 0 && {
+            let head = b[..i].trim_ascii();
+            !head.is_empty() && head.len() <= 10 && head.iter().all(u8::is_ascii_digit)
+        };
+        let first = (self.tokens <= 1 && self.committed == 0 && !self.has_pending) || after_number;
         if b[i] != b'[' {
             let st = stamp_at(b, i, first)?;
             return Some((st, st.end, None));
@@ -1918,10 +1996,17 @@ impl<'b> Walker<'b> {
         let (ia, ib) = trim_range(inner, i + 1);
         let content = &b[ia..ib];
         let adjacent = i > 0 && matches!(b[i - 1], b']' | b'>' | b')');
-        // A level: `[INFO]`, `[ WARN ]`, `<error>`, `[core:error]`.
+        // A level: `[INFO]`, `[ WARN ]`, `<error>`, `[core:error]`, and
+        // the first of pipe-joined fields (`[ERROR|auth|L83]`).
         if self.h.level.is_none() {
-            let word = match content.iter().rposition(|c| *c == b':') {
-                Some(p) if open == b'[' => &content[p + 1..],
+            let piped = content
+                .iter()
+                .position(|c| *c == b'|')
+                .map(|p| &content[..p])
+                .filter(|w| severity::strong_word(w));
+            let word = match (piped, content.iter().rposition(|c| *c == b':')) {
+                (Some(w), _) => w,
+                (None, Some(p)) if open == b'[' => &content[p + 1..],
                 _ => content,
             };
             if let Some(l) =
@@ -2498,6 +2583,22 @@ mod tests {
             time: Some("2024-05-07T10:55:53.434Z"),
             level: Some(Level::Warn),
             message: "WARNING Memory overcommit must be enabled!",
+            parts: &[],
+        },
+        Case {
+            name: "Redis before 7 (no year): a save child's notice",
+            line: "4961:C 30 May 12:50:13.460 * DB saved on disk",
+            time: Some("2024-05-30T12:50:13.460Z"),
+            level: Some(Level::Info),
+            message: "DB saved on disk",
+            parts: &[],
+        },
+        Case {
+            name: "Redis before 7 (no year): verbose",
+            line: "4961:M 30 May 12:50:13.457 - Accepted 127.0.0.1:51234",
+            time: Some("2024-05-30T12:50:13.457Z"),
+            level: Some(Level::Debug),
+            message: "Accepted 127.0.0.1:51234",
             parts: &[],
         },
         Case {

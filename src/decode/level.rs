@@ -115,9 +115,21 @@ pub fn quick_level(text: &str, format: &str) -> Option<Level> {
             .get(text)
             .and_then(|v| severity::value(&v))
             // Kubernetes events: type Warning or Normal.
-            .or_else(|| TYPE_KEY.get(text).and_then(|v| event_type(&v))),
+            .or_else(|| TYPE_KEY.get(text).and_then(|v| event_type(&v)))
+            // Another spelling (`Level`, `SeverityText`, `{"level":{"name":…}}`).
+            .or_else(|| other_spelling(text)),
         _ => header::read(text.trim_start(), None).level,
     }
+}
+
+/// The level of a structured line whose usual level keys are absent, read
+/// by [`super::names`] from the decoded payload.
+#[cold]
+fn other_spelling(text: &str) -> Option<Level> {
+    if !super::names::may_hold_level(text) {
+        return None;
+    }
+    payload::decode(text, None).level
 }
 
 /// A Kubernetes event's `type` as a level (`Warning`, `Normal`).

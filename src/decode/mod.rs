@@ -13,6 +13,7 @@ pub mod header;
 pub mod keys;
 pub mod level;
 mod multiline;
+pub mod names;
 pub mod payload;
 pub mod quick;
 pub mod severity;
@@ -25,7 +26,7 @@ pub use context::{KeyConfig, WORKLOAD_KEY};
 use event::label;
 pub use event::{resolve_key, workload_of, Event, Labels};
 use header::{Header, Reference};
-pub use multiline::MAX_BLOCK_LINES;
+pub use multiline::{continues_record, MAX_BLOCK_LINES, MAX_RECORD_BYTES, MAX_RECORD_LINES};
 use payload::Level;
 pub use stats::{DecodeStats, FormatCounts};
 pub use stream::{SavedStream, StreamsState};
@@ -101,6 +102,10 @@ pub struct Prepared<'a> {
     pub header: Option<Header>,
     /// Where the event time came from.
     pub time_from: TimeFrom,
+    /// The line continues the text record above it (a stack trace's frame
+    /// under its stamped first line): its level is the record's, and
+    /// template mining counts it in that record (see [`multiline`]).
+    pub continues: bool,
 }
 
 /// Where a line's event time came from.
@@ -429,7 +434,7 @@ impl Decoder {
         let base: &str = ansi.as_deref().unwrap_or(raw);
         let (prefix, rest_str) = match kube {
             Some((p, r)) => (Some(StreamPrefix::Borrowed(p)), r),
-            None => match wrapper::stern_prefix(base) {
+            None => match wrapper::stern_prefix(base).or_else(|| wrapper::compose_prefix(base)) {
                 Some((p, r)) => (Some(StreamPrefix::Borrowed(p)), r),
                 None => (None, base),
             },
@@ -583,6 +588,7 @@ impl Decoder {
             }
         }
         let time = self.update_stream(sid, &text, wrapper_time, arrival, source, format);
+        let continues = self.follow_record(sid, &text, format);
         Some(Prepared {
             text,
             wrapper_time,
@@ -593,6 +599,7 @@ impl Decoder {
             level: self.header.1,
             header: self.text_header,
             time_from: self.time_from,
+            continues,
         })
     }
 
@@ -735,6 +742,12 @@ impl Decoder {
             if own.is_none() {
                 own = rare_time(text, format);
             }
+            if own.is_none() && keyed && names::may_hold_time(text) {
+                // Another spelling (`Timestamp`, `timeUnixNano`, log4j's
+                // `instant`…): read from the decoded payload.
+                let r = st_last_or(self, sid);
+                own = payload::decode(text, r).time;
+            }
         }
         // One line from the year 30000 must not move the watermark there.
         let sane = |t: &i64| (SANE_TIME_MIN..SANE_TIME_MAX).contains(t);
@@ -865,6 +878,12 @@ impl Decoder {
     }
 }
 
+/// The time a stream's stamps without a year are completed from: its
+/// previous line's, else the input's latest.
+fn st_last_or(d: &Decoder, sid: usize) -> Option<i64> {
+    d.slab.get(sid).and_then(|s| s.last_time).or(d.last_time)
+}
+
 /// Time keys of a few producers, searched only when no common one was
 /// there: MongoDB's `"t":{"$date":…}`, Serilog's `@t`, Grafana's logfmt
 /// `t=`.
@@ -891,7 +910,9 @@ pub fn peek_time(raw: &str, near: Option<i64>, bound: Option<i64>) -> Option<i64
     };
     let rest = match wrapper::kubectl_prefix(raw) {
         Some((_, r)) => r,
-        None => wrapper::stern_prefix(raw).map_or(raw, |(_, r)| r),
+        None => wrapper::stern_prefix(raw)
+            .or_else(|| wrapper::compose_prefix(raw))
+            .map_or(raw, |(_, r)| r),
     };
     match wrapper::cri(rest).or_else(|| wrapper::docker(rest)) {
         Some(u) => {
@@ -1014,6 +1035,102 @@ mod tests {
         assert!(d
             .prepare(&src, "{\"level\":\"info\",\"msg\":\"trunc", None)
             .is_some());
+    }
+
+    /// Each trace family under its stamped first line, also behind a
+    /// `kubectl --prefix` prefix: the frames continue the record (its
+    /// level, marked), the next stamped line starts a new one, and a
+    /// stream's trace does not continue another stream's record.
+    #[test]
+    fn trace_lines_continue_their_record() {
+        let traces: &[(&str, &[&str])] = &[
+            (
+                "2024-05-30 12:50:13,457 ERROR [main] com.example.App: request failed",
+                &[
+                    "java.lang.IllegalStateException: pool exhausted",
+                    "\tat com.example.Pool.get(Pool.java:42)",
+                    "\tat com.example.App.main(App.java:7)",
+                    "Caused by: java.io.IOException: No space left on device",
+                    "\t... 12 more",
+                ],
+            ),
+            (
+                "2024-05-30 12:50:13,457 ERROR app: handler crashed",
+                &[
+                    "Traceback (most recent call last):",
+                    "  File \"/app/main.py\", line 3, in <module>",
+                    "    run()",
+                    "ValueError: bad value 7",
+                ],
+            ),
+            (
+                "2024-05-30 12:50:13.457 +00:00 [ERR] Unhandled exception",
+                &[
+                    "System.InvalidOperationException: Sequence contains no elements",
+                    "   at System.Linq.ThrowHelper.ThrowNoElementsException()",
+                    "   --- End of inner exception stack trace ---",
+                ],
+            ),
+        ];
+        for prefix in ["", "[pod/api-0/api] "] {
+            for (head, frames) in traces {
+                let mut d = dec();
+                let src = Source::named("app");
+                let line = format!("{prefix}{head}");
+                let p = d.prepare(&src, &line, None).unwrap();
+                assert!(!p.continues, "{head}");
+                assert_eq!(d.level(&p), Some(Level::Error), "{head}");
+                for f in *frames {
+                    let line = format!("{prefix}{f}");
+                    let p = d.prepare(&src, &line, None).unwrap();
+                    assert!(p.continues, "{f}");
+                    assert_eq!(d.level(&p), Some(Level::Error), "{f}");
+                }
+                let next =
+                    format!("{prefix}2024-05-30 12:50:14,000 INFO [main] com.example.App: ok");
+                let p = d.prepare(&src, &next, None).unwrap();
+                assert!(!p.continues);
+                assert_eq!(d.stats().continuation_lines, frames.len() as u64);
+                // Another stream's frame has no record above it.
+                let p = d
+                    .prepare(
+                        &src,
+                        "[pod/other-0/x] \tat com.example.Pool.get(Pool.java:42)",
+                        None,
+                    )
+                    .unwrap();
+                assert!(!p.continues || prefix.is_empty());
+            }
+        }
+        // Plain lines without a stamp are lines of their own; so are frames
+        // past the record's bound.
+        let mut d = dec();
+        let src = Source::named("app");
+        d.prepare(&src, "2024-05-30 12:50:13,457 ERROR x: failed", None);
+        assert!(
+            !d.prepare(&src, "starting worker pool", None)
+                .unwrap()
+                .continues
+        );
+        assert!(
+            !d.prepare(&src, "\tat a.B.c(B.java:1)", None)
+                .unwrap()
+                .continues
+        );
+        d.prepare(&src, "2024-05-30 12:50:13,457 ERROR x: failed", None);
+        for _ in 0..MAX_RECORD_LINES {
+            assert!(
+                d.prepare(&src, "\tat a.B.c(B.java:1)", None)
+                    .unwrap()
+                    .continues
+            );
+        }
+        assert!(
+            !d.prepare(&src, "\tat a.B.c(B.java:1)", None)
+                .unwrap()
+                .continues
+        );
+        assert_eq!(d.stats().continuation_overflow, 1);
     }
 
     #[test]

@@ -240,7 +240,7 @@ pub fn value(v: &str) -> Option<Level> {
         30..=39 => Level::Info,
         40..=49 => Level::Warn,
         50..=59 => Level::Error,
-        60.. => Level::Fatal,
+        60..=69 => Level::Fatal,
         _ => return None,
     })
 }

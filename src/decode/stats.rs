@@ -27,6 +27,11 @@ pub struct DecodeStats {
     pub bad_time: u64,
     /// Items split out of Kubernetes `List` objects.
     pub list_items: u64,
+    /// Continuation lines (a trace's frames) attached to the text record
+    /// above them.
+    pub continuation_lines: u64,
+    /// Continuation lines past a record's bound, kept as lines of their own.
+    pub continuation_overflow: u64,
     /// Lines by wrapper and payload format (see [`super::payload::sniff`]).
     pub formats: FormatCounts,
 }

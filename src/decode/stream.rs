@@ -26,6 +26,9 @@ pub(super) struct StreamState {
     /// A pretty-printed JSON object being reassembled: text, brace depth,
     /// inside-a-string flag, line count.
     pub(super) block: Option<(String, usize, bool, usize)>,
+    /// The text record whose continuation lines (a stack trace under its
+    /// stamped first line) may follow: see [`super::multiline`].
+    pub(super) record: Option<super::multiline::Record>,
 }
 
 /// One stream as a checkpoint keeps it.

@@ -1,5 +1,6 @@
 //! Container log wrappers, peeled off before the payload is read:
 //! `kubectl logs --prefix` (`[pod/NAME/CONTAINER] `), stern (`POD CONTAINER `),
+//! `docker compose logs` (`NAME  | `),
 //! Docker json-file (`{"log":…,"stream":…,"time":…}`) and the CRI file format
 //! (`TIME STREAM P|F CONTENT`).
 //!
@@ -37,6 +38,60 @@ pub fn kubectl_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
             namespace: None,
         },
         &rest[end + 2..],
+    ))
+}
+
+/// Strips a `docker compose logs` prefix: `NAME<spaces>| rest`, the
+/// container's name padded to the widest one (`web-1  | …`, `api_1    | …`
+/// in Compose v1). The pod is the container's name, the container the
+/// service's (the name without its replica number). A level word
+/// (`INFO | …`, some loggers' own separator) is not a name.
+pub fn compose_prefix(line: &str) -> Option<(Prefix<'_>, &str)> {
+    let b = line.as_bytes();
+    let first = *b.first()?;
+    if !first.is_ascii_alphanumeric() {
+        return None;
+    }
+    let name_end = b
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.')))?;
+    let mut i = name_end;
+    while b.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    if i == name_end || b.get(i) != Some(&b'|') {
+        return None;
+    }
+    let rest = match b.get(i + 1) {
+        None => "",
+        Some(b' ') => &line[i + 2..],
+        Some(_) => return None,
+    };
+    let name = &line[..name_end];
+    if name.bytes().all(|c| c.is_ascii_digit())
+        || super::severity::strong_word(name.as_bytes())
+        || !name.bytes().any(|c| c.is_ascii_alphabetic())
+    {
+        return None;
+    }
+    // `web-1` / `project_web_1`: the service is the name before the number.
+    let service = match name.rfind(['-', '_']) {
+        Some(cut)
+            if cut > 0
+                && name[cut + 1..].bytes().all(|c| c.is_ascii_digit())
+                && cut + 1 < name.len() =>
+        {
+            &name[..cut]
+        }
+        _ => name,
+    };
+    Some((
+        Prefix {
+            pod: name,
+            container: service,
+            namespace: None,
+        },
+        rest,
     ))
 }
 
@@ -266,6 +321,28 @@ mod tests {
         // LogHub's HPC: id, node, component; not namespace, pod, container.
         assert!(stern_prefix("2568643 node-70 action start 1074119817 1 x").is_none());
         assert_eq!(strip_ansi("\x1b[31mpod-abcde\x1b[0m c m"), "pod-abcde c m");
+    }
+
+    #[test]
+    fn compose_prefix_names_container_and_service() {
+        let (p, rest) = compose_prefix("web-1  | {\"level\":\"error\"}").unwrap();
+        assert_eq!(
+            (p.pod, p.container, rest),
+            ("web-1", "web", "{\"level\":\"error\"}")
+        );
+        // Compose v1's `project_service_N`, padded wider.
+        let (p, rest) =
+            compose_prefix("shop_redis_1    | 1:M 30 May 2024 12:50:13.457 * Ready").unwrap();
+        assert_eq!((p.pod, p.container), ("shop_redis_1", "shop_redis"));
+        assert_eq!(rest, "1:M 30 May 2024 12:50:13.457 * Ready");
+        // An empty line keeps its prefix only.
+        assert_eq!(compose_prefix("db-1  |").map(|(_, r)| r), Some(""));
+        // A logger's own `LEVEL | message`, a table, text: no prefix.
+        assert!(compose_prefix("INFO | started").is_none());
+        assert!(compose_prefix("2024-05-30 12:50:13.457 | INFO     | app:main:1 - hi").is_none());
+        assert!(compose_prefix("42 | 17").is_none());
+        assert!(compose_prefix("a|b").is_none());
+        assert!(compose_prefix("web-1  |x").is_none());
     }
 
     #[test]

@@ -833,7 +833,8 @@ impl Engine {
         if let Some((ri, w)) = self.novelty.as_mut() {
             let ri = *ri;
             let level = self.decoder.level(p);
-            if w.mines(level) {
+            // A trace's frames are mined with their record, not one by one.
+            if w.mines(level) && !p.continues {
                 if let Some(novel) =
                     w.observe(level, &p.text, p.format, p.header.as_ref(), t, timed)
                 {

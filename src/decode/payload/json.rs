@@ -3,6 +3,7 @@
 //! is decoded too.
 
 use super::{decode, plain, Fields, Format, Level, Payload, LEVEL_KEYS, MSG_KEYS, TIME_KEYS};
+use crate::decode::names;
 use crate::decode::time::parse_any;
 use serde_json::{Map, Value};
 
@@ -70,7 +71,21 @@ pub(super) fn decode_json(t: &str) -> Payload {
         .map(|c| c.into_owned())
         .unwrap_or_default();
     let message = inner_msg.unwrap_or(message);
-    let time = json_time(&fields).or(inner_time);
+    // Other spellings (`Timestamp`, `SeverityText`, a nested level name…):
+    // read by name only when the usual keys gave nothing.
+    let spelled = |f: &dyn Fn(&Map<String, Value>) -> Option<String>| match &fields {
+        Fields::Json(m) => f(m),
+        _ => None,
+    };
+    let message = if message.is_empty() {
+        spelled(&names::json_message).unwrap_or(message)
+    } else {
+        message
+    };
+    let time = json_time(&fields).or(inner_time).or_else(|| match &fields {
+        Fields::Json(m) => names::json_time(m, None),
+        _ => None,
+    });
     let level = LEVEL_KEYS
         .iter()
         .find_map(|k| {
@@ -79,6 +94,10 @@ pub(super) fn decode_json(t: &str) -> Payload {
                 .and_then(|v| crate::decode::severity::value(&v))
         })
         .or(inner_level);
+    let level = level.or_else(|| match &fields {
+        Fields::Json(m) => names::json_level(m),
+        _ => None,
+    });
     // Kubernetes events carry their severity as type: Warning / Normal.
     let level = level.or_else(|| match fields.get("type").as_deref() {
         Some("Warning") => Some(Level::Warn),

@@ -1,6 +1,7 @@
 //! logfmt: `time=… level=info msg="…" key=value`, values bare or Go-quoted.
 
 use super::{Fields, Format, Payload};
+use crate::decode::names;
 use crate::decode::quick::read_quoted;
 use crate::decode::time::parse_any;
 
@@ -28,9 +29,17 @@ pub(super) fn decode_logfmt(t: &str) -> Option<Payload> {
             .find(|(k, _)| names.contains(&k.as_str()))
             .map(|(_, v)| v.clone())
     };
-    let message = get(&["msg", "message"]).unwrap_or_default();
-    let time = get(&["ts", "time", "t", "timestamp"]).and_then(|v| parse_any(&v));
-    let level = get(&["level", "lvl", "severity"]).and_then(|v| crate::decode::severity::value(&v));
+    // The usual keys, then any other spelling of them (`Timestamp=`,
+    // `SeverityText=`, `Body=`…).
+    let message = get(&["msg", "message"])
+        .or_else(|| names::pairs_message(&pairs))
+        .unwrap_or_default();
+    let time = get(&["ts", "time", "t", "timestamp"])
+        .and_then(|v| parse_any(&v))
+        .or_else(|| names::pairs_time(&pairs, None));
+    let level = get(&["level", "lvl", "severity"])
+        .and_then(|v| crate::decode::severity::value(&v))
+        .or_else(|| names::pairs_level(&pairs));
     Some(Payload {
         format: Format::Logfmt,
         time,
