@@ -60,10 +60,11 @@ pub fn describe_detector(d: &Detect) -> String {
             let mut l = String::new();
             let _ = crate::duration::format_duration(n.learn_for, &mut l);
             format!(
-                "novelty: a new {} template on {} group(s), or {} line(s) on one, within {w} (learning the first {l})",
+                "novelty: a new {} template on {} group(s), or {} line(s) on one, within {w} (learning the first {l} and {} lines)",
                 n.page_levels.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("/"),
                 n.min_groups,
-                n.min_count
+                n.min_count,
+                n.learn_lines
             )
         }
     }

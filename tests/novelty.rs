@@ -269,11 +269,12 @@ fn run_stdin(state: &Path, input: &str) -> Vec<Value> {
 fn a_restart_with_state_dir_does_not_learn_again() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    // First run: 70 minutes of a known error, past the learning hour.
+    // First run: 70 minutes of a known error, past the learning hour and
+    // its 100 lines.
     let mut first = String::new();
-    for i in 0..70 {
+    for i in 0..140 {
         first += &line(
-            i * 60,
+            i * 30,
             "error",
             "ND_a",
             "cache refresh failed after 3 retries",
@@ -413,4 +414,83 @@ fn a_file_without_times_says_so_in_the_summary() {
         summary.contains("note       2 of 3 lines are in no format sigwatch reads"),
         "{summary}"
     );
+}
+
+/// A quiet day: six start-up lines, an hour of nothing, then the service's
+/// everyday traffic (two error templates it logs all day on two nodes).
+/// Learning by the clock alone would end before the traffic and page both;
+/// learning needs its lines too, says so while it lasts, and pages nothing.
+#[test]
+fn a_quiet_start_learns_the_traffic_that_follows_instead_of_paging_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("quiet.log");
+    let mut text = String::new();
+    for (i, step) in [
+        "loading config",
+        "opening database",
+        "warming cache",
+        "binding port 8080",
+        "registering with discovery",
+        "ready",
+    ]
+    .iter()
+    .enumerate()
+    {
+        text += &line(i as i64, "info", "ND_a", step);
+    }
+    for i in 0..60 {
+        let t = 3700 + i * 20;
+        text += &line(
+            t,
+            "error",
+            "ND_a",
+            &format!("upstream auth timed out after {}ms", 900 + i),
+        );
+        text += &line(
+            t + 1,
+            "error",
+            "ND_b",
+            &format!("order {} retried: lock wait timeout", 4000 + i),
+        );
+    }
+    std::fs::write(&f, &text).unwrap();
+    let out = Command::new(BIN)
+        .args(["replay", "--log-level", "error"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let alerts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(novel(&alerts).is_empty(), "{alerts:#?}");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("templates  "), "{summary}");
+    assert!(!summary.contains("new after learning"), "{summary}");
+    // By the clock alone, the same day pages its everyday errors.
+    let rules = dir.path().join("clock.yaml");
+    std::fs::write(&rules, "novelty:\n  learn_lines: 0\nrules: []\n").unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "replay",
+            "--log-level",
+            "error",
+            "--no-builtin-rules",
+            "--rules",
+        ])
+        .arg(&rules)
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!novel(&alerts).is_empty(), "{alerts:#?}");
 }

@@ -366,9 +366,17 @@ fn summary(
     if let Some(n) = &s.novelty {
         let _ = writeln!(
             o,
-            "templates  {} known from {} lines mined{}{}",
+            "templates  {} known from {} lines mined{}{}{}",
             indicatif::HumanCount(n.templates),
             indicatif::HumanCount(n.mined),
+            match (n.learning, n.learn_lines_left) {
+                (true, 0) => " · still learning (its learn_for of event time has not passed)".to_string(),
+                (true, left) => format!(
+                    " · still learning: {} more lines to mine before new templates count (novelty.learn_lines)",
+                    indicatif::HumanCount(left)
+                ),
+                (false, _) => String::new(),
+            },
             if n.novel_templates > 0 {
                 format!(" · {} new after learning", n.novel_templates)
             } else {

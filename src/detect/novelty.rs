@@ -206,6 +206,7 @@ mod tests {
             chatter_per_second: 0,
             page_levels: Vec::new(),
             learn_for: 0,
+            learn_lines: 0,
             window: 60 * S,
             min_count,
             min_groups,

@@ -175,6 +175,9 @@ pub struct MinerState {
     /// Event time until which the miner only learns (ns), if set.
     #[serde(default)]
     pub learn_until: Option<i64>,
+    /// Lines the learning period still needs after that time, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learn_lines_left: Option<u64>,
     /// Templates evicted so far.
     #[serde(default)]
     pub evicted: u64,
@@ -241,10 +244,6 @@ const MIN_SHARED: usize = 1;
 /// (`boot (command <*>)`, `wait (command <*>)` are two events).
 const MIN_SHARED_FIRST: usize = 3;
 
-/// Least share of distinct words among the lines of siblings for their
-/// position to become a variable.
-const DIVERSITY: f64 = 0.0;
-
 /// The online miner.
 pub struct Miner {
     cfg: MinerConfig,
@@ -281,6 +280,90 @@ fn is_wild(t: &str) -> bool {
 /// `key=<*>` for a `key=value` token (its closing punctuation kept:
 /// `(uid=0),` → `(uid=<*>),`), if it is one and its value is not already
 /// a variable.
+/// Whether a token that opens a bracket also closes it (`(httpd).`,
+/// `[main]`), with nothing of the bracket left open.
+fn closes_own_bracket(tok: &str) -> bool {
+    let (open, close) = match tok.as_bytes().first() {
+        Some(b'(') => (b'(', b')'),
+        Some(b'[') => (b'[', b']'),
+        _ => return false,
+    };
+    let b = tok.as_bytes();
+    let mut depth = 0i32;
+    for (i, c) in b.iter().enumerate() {
+        if *c == open {
+            depth += 1;
+        } else if *c == close {
+            depth -= 1;
+            if depth == 0 {
+                // Only punctuation may follow the closing bracket.
+                return b[i + 1..].iter().all(|c| c.is_ascii_punctuation());
+            }
+        }
+    }
+    false
+}
+
+/// The variable form of a word in a frame of punctuation or a key: `key=
+/// <*>` for `key=value` ([`keyed_wild`]), `(<*>).` for `(httpd).`, `<*>,`
+/// for `com.example.Service,`. A template with the framed variable there
+/// takes the word, whatever shape the word has.
+fn framed_wild(tok: &str) -> Option<String> {
+    keyed_wild(tok)
+        .or_else(|| bracketed_wild(tok))
+        .or_else(|| punct_wild(tok))
+}
+
+/// `<*>,` for `word,`, `"<*>"` for `"word"`: a word with punctuation
+/// before or after it (a bare word is a bare variable's already).
+fn punct_wild(tok: &str) -> Option<String> {
+    if is_wild(tok) {
+        return None;
+    }
+    let head = tok.find(|c: char| !is_punct(c))?;
+    let tail = tok
+        .char_indices()
+        .rfind(|(_, c)| !is_punct(*c))
+        .map(|(i, c)| i + c.len_utf8())?;
+    let (pre, post) = (&tok[..head], &tok[tail..]);
+    // Brackets are [`bracketed_wild`]'s; a frame must be there.
+    if (pre.is_empty() && post.is_empty()) || pre.contains(['(', '[']) || post.contains([')', ']'])
+    {
+        return None;
+    }
+    Some(format!("{pre}{WILDCARD}{post}"))
+}
+
+/// `(<*>).` for a bracketed word `(httpd).` (one token that opens and
+/// closes its bracket), None for anything else.
+fn bracketed_wild(tok: &str) -> Option<String> {
+    if is_wild(tok) || !closes_own_bracket(tok) {
+        return None;
+    }
+    let head = tok.find(|c: char| !is_punct(c))?;
+    let tail = tok
+        .char_indices()
+        .rfind(|(_, c)| !is_punct(*c))
+        .map(|(i, c)| i + c.len_utf8())?;
+    (head < tail).then(|| format!("{}{WILDCARD}{}", &tok[..head], &tok[tail..]))
+}
+
+/// Whether a template token is a framed variable (`key=<*>`, `(<*>).`):
+/// one wildcard, a key or punctuation before it, punctuation after it.
+fn is_framed_wild(tok: &str) -> bool {
+    let Some(at) = tok.find(WILDCARD) else {
+        return false;
+    };
+    let (head, tail) = (&tok[..at], &tok[at + WILDCARD.len()..]);
+    if tok == WILDCARD || tail.contains(WILDCARD) || !tail.chars().all(is_punct) {
+        return false;
+    }
+    head.chars().all(is_punct)
+        || head
+            .strip_suffix('=')
+            .is_some_and(|k| !k.is_empty() && !k.contains(WILDCARD))
+}
+
 fn keyed_wild(tok: &str) -> Option<String> {
     let eq = tok.find('=')?;
     let value = &tok[eq + 1..];
@@ -294,13 +377,31 @@ fn keyed_wild(tok: &str) -> Option<String> {
     Some(format!("{}{WILDCARD}{}", &tok[..=eq], &value[tail_at..]))
 }
 
-/// The mask of a template's bare wildcard positions (a bit per position).
+/// The mask of a template's variable positions, bare (`<*>`) or framed
+/// (`(<*>).`, `key=<*>`, `<*>,`): a bit per position. A message joins a
+/// template whatever shape its values take there, as long as a framed
+/// variable's frame fits ([`fits_frame`]).
 fn mask_of(tokens: &[String]) -> u64 {
     tokens
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.as_str() == WILDCARD)
+        .filter(|(_, t)| t.as_str() == WILDCARD || is_framed_wild(t))
         .fold(0u64, |m, (i, _)| m | (1u64 << i))
+}
+
+/// Whether token `tok` fits template token `tmpl` at a variable position:
+/// anything fits a bare `<*>`; a framed one takes a token with its frame
+/// (`(mode=fast)` fits `(<*>)`, `gid=5` does not fit `uid=<*>`).
+fn fits_frame(tmpl: &str, tok: &str) -> bool {
+    if tmpl == WILDCARD || tmpl == tok {
+        return true;
+    }
+    match tmpl.split_once(WILDCARD) {
+        Some((pre, post)) => {
+            tok.len() > pre.len() + post.len() && tok.starts_with(pre) && tok.ends_with(post)
+        }
+        None => false,
+    }
 }
 
 /// A hash of `tokens` with the positions in `blank` left out (and `extra`
@@ -464,11 +565,12 @@ impl Miner {
         if let Some(id) = self.find_shape(tokens) {
             return Some(id);
         }
-        // A `key=word` joins a template that has `key=<*>` there (a new
-        // message only: the common path never gets here).
+        // A `key=word` joins a template that has `key=<*>` there, a
+        // `(word).` one that has `(<*>).` (a new message only: the common
+        // path never gets here).
         let mut probe: Vec<String> = Vec::new();
         for (q, tok) in tokens.iter().enumerate() {
-            let Some(keyed) = keyed_wild(tok) else {
+            let Some(keyed) = framed_wild(tok) else {
                 continue;
             };
             if probe.is_empty() {
@@ -510,11 +612,13 @@ impl Miner {
                 // only (its exact twin), never a word.
                 let literal = t.tokens.iter().any(|x| !is_wild(x));
                 let fits = literal
-                    && t.tokens
-                        .iter()
-                        .zip(tokens)
-                        .enumerate()
-                        .all(|(i, (a, b))| mask & (1u64 << i) != 0 || a == b);
+                    && t.tokens.iter().zip(tokens).enumerate().all(|(i, (a, b))| {
+                        if mask & (1u64 << i) != 0 {
+                            fits_frame(a, b)
+                        } else {
+                            a == b
+                        }
+                    });
                 // The most specific template wins (fewest wildcards).
                 if fits && best.is_none_or(|(w, _)| mask.count_ones() < w) {
                     best = Some((mask.count_ones(), id));
@@ -672,11 +776,21 @@ impl Miner {
                     .filter_map(|o| self.templates.get(o))
                     .map(|s| s.count)
                     .sum();
-                let diverse = (group.len() as f64) >= DIVERSITY * lines as f64;
-                let company = if q == 0 { MIN_SHARED_FIRST } else { MIN_SHARED };
-                if group.len() >= need && shared >= company && diverse {
+                let _ = lines;
+                // A first word takes the evidence of the rest of the line:
+                // a long common text, or many distinct first words before
+                // a shorter one (`cupsd startup succeeded`, `klogd …`,
+                // `atd …`).
+                let enough = if q == 0 {
+                    (group.len() >= need && shared >= MIN_SHARED_FIRST)
+                        || (group.len() >= 2 * need && shared >= MIN_SHARED_FIRST - 1)
+                } else {
+                    group.len() >= need && shared >= MIN_SHARED
+                };
+                if enough {
                     id = self.merge(&group, q);
                     id = self.subsume(id);
+                    id = self.absorb_fitting(id);
                     continue 'again;
                 }
             }
@@ -694,11 +808,9 @@ impl Miner {
             return id;
         };
         let mask = mask_of(&t.tokens);
-        // A bare variable, or a `key=<*>` (which takes `key=word`).
-        let keyed = |tok: &str| {
-            tok.find('=')
-                .is_some_and(|eq| tok[eq + 1..].starts_with(WILDCARD))
-        };
+        // A bare variable, or a framed one (`key=<*>` takes `key=word`,
+        // `(<*>).` takes `(word).`).
+        let keyed = |tok: &str| is_framed_wild(tok);
         if mask == 0 && !t.tokens.iter().any(|x| keyed(x)) {
             return id;
         }
@@ -728,7 +840,7 @@ impl Miner {
                                 .zip(&t.tokens)
                                 .enumerate()
                                 .all(|(i, (a, b))| i == q || a == b)
-                            && (bare || keyed_wild(&s.tokens[q]).as_ref() == Some(&t.tokens[q]))
+                            && fits_frame(&t.tokens[q], &s.tokens[q])
                     });
                 if fits {
                     found.push((o, q));
@@ -779,7 +891,7 @@ impl Miner {
                 self.templates
                     .get(id)
                     .and_then(|t| t.tokens.get(q))
-                    .and_then(|t| keyed_wild(t))
+                    .and_then(|t| framed_wild(t))
             })
             .collect();
         let mut merged = match self.templates.remove(&survivor) {
@@ -794,8 +906,9 @@ impl Miner {
                 self.merged += 1;
             }
         }
-        // Values of one key vary: the key stays (`user=<*>`).
-        let keyed = merged.tokens.get(q).and_then(|t| keyed_wild(t));
+        // Values of one key vary: the key stays (`user=<*>`); so does the
+        // frame of bracketed words (`(<*>).`).
+        let keyed = merged.tokens.get(q).and_then(|t| framed_wild(t));
         if let Some(tok) = merged.tokens.get_mut(q) {
             *tok = keyed
                 .filter(|k| keys.iter().all(|o| o.as_ref() == Some(k)))
@@ -826,6 +939,70 @@ impl Miner {
                 self.merged += 1;
             }
         }
+        self.templates.insert(survivor, merged);
+        self.lru.promote(&survivor);
+        self.register(survivor);
+        survivor
+    }
+
+    /// Takes into template `id` (which just gained a variable) every older
+    /// template its lines would now join: one that differs from it only at
+    /// its variables, in any number of them (`… user webmaster … port
+    /// 22 …` founded before `… user <*> … port <*> …` existed). A message
+    /// arriving later joins it by [`Miner::find`]; this settles the ones
+    /// founded before. Runs on merges only, which are rare: a scan of the
+    /// templates is affordable there.
+    fn absorb_fitting(&mut self, id: u64) -> u64 {
+        let Some(t) = self.templates.get(&id) else {
+            return id;
+        };
+        let mask = mask_of(&t.tokens);
+        if mask.count_ones() < 2 || !t.tokens.iter().any(|x| !is_wild(x)) {
+            return id;
+        }
+        let fitting: Vec<u64> = self
+            .templates
+            .values()
+            .filter(|s| {
+                s.id != id
+                    && s.tokens.len() == t.tokens.len()
+                    && s.tokens
+                        .iter()
+                        .zip(&t.tokens)
+                        .enumerate()
+                        .all(|(i, (a, b))| {
+                            if mask & (1u64 << i) != 0 {
+                                fits_frame(b, a)
+                            } else {
+                                a == b
+                            }
+                        })
+            })
+            .map(|s| s.id)
+            .collect();
+        if fitting.is_empty() {
+            return id;
+        }
+        let tokens = t.tokens.clone();
+        let mut group = fitting;
+        group.push(id);
+        group.sort_unstable();
+        let survivor = group[0];
+        for &g in &group {
+            self.unregister(g);
+        }
+        let Some(mut merged) = self.templates.remove(&survivor) else {
+            return id;
+        };
+        for &g in group.iter().skip(1) {
+            if let Some(t) = self.templates.remove(&g) {
+                self.absorb(&mut merged, &t);
+                self.lru.pop(&g);
+                self.aliases.put(g, survivor);
+                self.merged += 1;
+            }
+        }
+        merged.tokens = tokens;
         self.templates.insert(survivor, merged);
         self.lru.promote(&survivor);
         self.register(survivor);
@@ -869,6 +1046,7 @@ impl Miner {
             config: Some(self.cfg),
             next_id: self.next_id,
             learn_until: None,
+            learn_lines_left: None,
             evicted: self.evicted,
             born: Vec::new(),
             templates,
@@ -1390,8 +1568,13 @@ fn tokenize_into(message: &str, out: &mut Tokens) {
             break;
         }
         let (end, word) = scan_token(b, i);
+        // A stamp ends where a token may: `00:11:43:e3:ba:c3` is an
+        // address, not a time of day and the rest.
         let stamp = if may_start_stamp(&b[i..end]) {
-            crate::decode::header::stamp_len(text, i)
+            crate::decode::header::stamp_len(text, i).filter(|n| {
+                b.get(i + n)
+                    .is_none_or(|c| c.is_ascii_whitespace() || b",;)]\"'".contains(c))
+            })
         } else {
             None
         };
@@ -1423,7 +1606,13 @@ fn tokenize_into(message: &str, out: &mut Tokens) {
         // A run of variables is one; a unit or a bracketed value after a
         // variable is the variable's.
         let core = tok.trim_matches(is_punct);
-        if tok == WILDCARD || is_unit(core) || (is_wild(tok) && tok.starts_with(['(', '['])) {
+        // A bracketed size that opens after its number (`1190 bytes
+        // (1.16 KB)`) is the number's. A bracketed value on its own
+        // (`27154 (ld-linux.so.2).`) keeps its place: its neighbour in
+        // another line may read as a word (`28473 (httpd).`), and a
+        // value's shape must not change the token count.
+        let opens_size = is_wild(tok) && tok.starts_with(['(', '[']) && !closes_own_bracket(tok);
+        if tok == WILDCARD || is_unit(core) || opens_size {
             let tail = tok.trim_start_matches(|c: char| !is_punct(c) || c == '(' || c == '[');
             let keep = (tok != WILDCARD && tail.ends_with([',', ':', ';']))
                 .then(|| tail.as_bytes()[tail.len() - 1] as char);
@@ -1488,15 +1677,16 @@ mod tests {
             ),
             ("close, 0 bytes sent, 0 bytes received, lifetime 00:01", "close, <*> sent, <*> received, lifetime <*>"),
             ("Fan speeds ( 3552 3534 3375 4245 3515 3479 )", "Fan speeds ( <*> )"),
-            // An embedded timestamp is one variable.
+            // An embedded timestamp is one variable; a bracketed value
+            // keeps its place (its neighbour may be a word: `(localhost)`).
             (
                 "connection from 24.54.76.216 (host.example.net) at Fri Jun 17 07:07:00 2005",
-                "connection from <*> at <*>",
+                "connection from <*> (<*>) at <*>",
             ),
             // Names keep their joined values masked; empty brackets are a value.
             ("cancelNotification,index:0", "cancelNotification,index:<*>"),
             ("onExtend:1514038530000 14 0 4", "onExtend:<*> <*>"),
-            ("connection from 202.82.200.188 () at", "connection from <*> at"),
+            ("connection from 202.82.200.188 () at", "connection from <*> (<*>) at"),
             ("synchronized to LOCAL(0), stratum 10", "synchronized to <*>, stratum <*>"),
             // IDs, hex, prefixed IDs; words and constants stay.
             (
@@ -1597,6 +1787,160 @@ mod tests {
         let word = m.add("initEnvironment", 8, None);
         assert_eq!(v.id, w.id);
         assert_ne!(word.id, v.id);
+    }
+
+    /// An event's instances keep one template whatever shape their values
+    /// take: a bracketed name that reads as a variable (`ld-linux.so.2`)
+    /// or as a word (`httpd`), in either order.
+    #[test]
+    fn a_values_shape_does_not_split_its_event() {
+        for first in ["ld-linux.so.2", "httpd"] {
+            let mut m = miner();
+            let a = m
+                .add(
+                    &format!("Out of Memory: Killed process 27154 ({first})."),
+                    0,
+                    None,
+                )
+                .id;
+            for (i, name) in ["httpd", "ld-linux.so.2", "httpd", "sshd"]
+                .iter()
+                .enumerate()
+            {
+                let s = m.add(
+                    &format!("Out of Memory: Killed process {} ({name}).", 28000 + i),
+                    1,
+                    None,
+                );
+                assert_eq!(m.canonical(s.id), m.canonical(a), "{first} then {name}");
+            }
+            assert_eq!(m.len(), 1);
+        }
+        // A constant bracketed word after a variable stays a literal of
+        // its template.
+        let mut m = miner();
+        let a = m
+            .add(
+                "input_userauth_request: invalid user admin [preauth]",
+                0,
+                None,
+            )
+            .id;
+        let b = m
+            .add(
+                "input_userauth_request: invalid user 1234 [preauth]",
+                0,
+                None,
+            )
+            .id;
+        assert_eq!(m.canonical(a), m.canonical(b));
+        let text = m.get(m.canonical(b)).map(Template::text);
+        assert_eq!(
+            text.as_deref(),
+            Some("input_userauth_request: invalid user <*> [preauth]")
+        );
+    }
+
+    /// A variable position takes a value of any shape once it is one,
+    /// bare or framed (`(<*>)`, `<*>,`, `key=<*>`), in several positions
+    /// at once, and templates founded before the position became a
+    /// variable join it when it does.
+    #[test]
+    fn variable_positions_take_values_of_any_shape() {
+        let mut m = miner();
+        let a = m
+            .add(
+                "connection from 24.54.76.216 (host1.example.net) at Fri Jun 17 07:07:00 2005",
+                0,
+                None,
+            )
+            .id;
+        // A word where the address was, a word in the bracket.
+        let b = m
+            .add(
+                "connection from worker-7 (localhost) at Sun Jul 17 12:30:47 2005",
+                1,
+                None,
+            )
+            .id;
+        assert_eq!(m.canonical(a), m.canonical(b));
+        let mut m = miner();
+        let a = m
+            .add("synchronized to 10.100.20.250, stratum 3", 0, None)
+            .id;
+        let b = m
+            .add("synchronized to ntp.example.net, stratum 2", 0, None)
+            .id;
+        assert_eq!(m.canonical(a), m.canonical(b));
+        // `uid=<*>` takes `uid=root`, not `gid=5`.
+        let mut m = miner();
+        let a = m.add("session opened by (uid=0)", 0, None).id;
+        let b = m.add("session opened by (uid=root)", 0, None).id;
+        let c = m.add("session opened by (gid=5)", 0, None).id;
+        assert_eq!(m.canonical(a), m.canonical(b));
+        assert_ne!(m.canonical(a), m.canonical(c));
+        // Founded before the positions were variables: absorbed when they
+        // become so.
+        let mut m = miner();
+        let early = m
+            .add(
+                "Failed password for invalid user webmaster from 173.234.31.186 port 38926 ssh2",
+                0,
+                None,
+            )
+            .id;
+        for u in ["admin", "oracle", "test", "guest", "support"] {
+            m.add(
+                &format!("Failed password for invalid user {u} from 10.0.0.9 port 22 ssh2"),
+                1,
+                None,
+            );
+        }
+        let later = m
+            .add(
+                "Failed password for invalid user ftp from 10.0.0.7 port 2201 ssh2",
+                2,
+                None,
+            )
+            .id;
+        assert_eq!(m.canonical(early), m.canonical(later));
+        assert_eq!(m.len(), 1);
+    }
+
+    /// An address whose first groups read like a clock is one token.
+    #[test]
+    fn a_mac_address_is_not_a_time_of_day() {
+        assert_eq!(
+            masked("DHCPDISCOVER from 00:11:43:e3:ba:c3 via eth1"),
+            "DHCPDISCOVER from <*> via eth1"
+        );
+        assert_eq!(masked("at 12:00:40 the job ran"), "at <*> the job ran");
+    }
+
+    /// A first word varies only with the evidence of the rest of the
+    /// line: many distinct words before a short common text.
+    #[test]
+    fn a_first_word_generalises_with_enough_distinct_words() {
+        let mut m = miner();
+        let daemons = [
+            "cupsd", "klogd", "syslogd", "atd", "crond", "sshd", "xfs", "portmap",
+        ];
+        for d in &daemons[..7] {
+            m.add(&format!("{d} startup succeeded"), 0, None);
+        }
+        assert_eq!(m.len(), 7, "seven daemons are not yet evidence");
+        let s = m.add(&format!("{} startup succeeded", daemons[7]), 0, None);
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            m.get(s.id).map(Template::text).as_deref(),
+            Some("<*> startup succeeded")
+        );
+        // One shared word is not enough, however many first words.
+        let mut m = miner();
+        for d in daemons {
+            m.add(&format!("{d} running"), 0, None);
+        }
+        assert_eq!(m.len(), daemons.len());
     }
 
     #[test]

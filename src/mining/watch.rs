@@ -46,6 +46,10 @@ pub struct WatchStats {
     pub templates: u64,
     /// Templates evicted by the cap.
     pub templates_evicted: u64,
+    /// The learning period is still on (its time or its lines to come).
+    pub learning: bool,
+    /// Lines the learning period still needs.
+    pub learn_lines_left: u64,
 }
 
 /// The miner and the policy of what is new.
@@ -55,6 +59,9 @@ pub struct Watch {
     /// Event time until which the miner only learns; None until the first
     /// line sets it (first line + `learn_for`).
     learn_until: Option<i64>,
+    /// Lines still to mine before learning may end (it ends when both
+    /// `learn_for` of event time has passed and this is 0).
+    learn_lines_left: u64,
     /// New templates and when they became new.
     born: HashMap<u64, i64>,
     /// Newest event time mined.
@@ -87,6 +94,7 @@ impl Watch {
             miner: Miner::new(config(spec)),
             spec: spec.clone(),
             learn_until: None,
+            learn_lines_left: spec.learn_lines,
             born: HashMap::new(),
             latest: i64::MIN,
             chatter: (
@@ -105,6 +113,12 @@ impl Watch {
         let mut w = Watch::new(spec);
         w.miner = Miner::restore(state, config(spec));
         w.learn_until = Some(state.learn_until.unwrap_or(i64::MIN));
+        // A baseline or a finished period: nothing left to learn; a period
+        // under way goes on where it stopped.
+        w.learn_lines_left = match state.learn_until {
+            Some(_) => state.learn_lines_left.unwrap_or(0),
+            None => 0,
+        };
         w.born = state.born.iter().copied().take(MAX_BORN).collect();
         w.refresh_stats();
         w
@@ -212,7 +226,12 @@ impl Watch {
             // merge keeps the older template's).
             self.born.retain(|id, _| self.miner.get(*id).is_some());
         }
-        if time < learn_until {
+        if time < learn_until || self.learn_lines_left > 0 {
+            self.learn_lines_left = self.learn_lines_left.saturating_sub(1);
+            if self.learn_lines_left == 0 && time >= learn_until {
+                // The lines came after the time: learning ends here.
+                self.learn_until = Some(time);
+            }
             return None;
         }
         let back = s
@@ -252,7 +271,12 @@ impl Watch {
 
     /// Whether the learning period is still on at the newest line.
     pub fn learning(&self) -> bool {
-        self.learn_until.is_none_or(|u| self.latest < u)
+        self.learn_until.is_none_or(|u| self.latest < u) || self.learn_lines_left > 0
+    }
+
+    /// Lines still to mine before the learning period may end.
+    pub fn learn_lines_left(&self) -> u64 {
+        self.learn_lines_left
     }
 
     /// The saved form: templates, the learning period if not over, and the
@@ -260,6 +284,11 @@ impl Watch {
     pub fn state(&self) -> MinerState {
         let mut st = self.miner.state();
         st.learn_until = self.learn_until.filter(|_| self.learning());
+        st.learn_lines_left = st
+            .learn_until
+            .is_some()
+            .then_some(self.learn_lines_left)
+            .filter(|n| *n > 0);
         let mut born: Vec<(u64, i64)> = self.born.iter().map(|(k, v)| (*k, *v)).collect();
         born.sort_unstable();
         st.born = born;
@@ -281,6 +310,8 @@ impl Watch {
         let mut s = self.stats.clone();
         s.templates = self.miner.len() as u64;
         s.templates_evicted = self.miner.evicted();
+        s.learning = self.learning();
+        s.learn_lines_left = self.learn_lines_left;
         s
     }
 }
@@ -297,6 +328,7 @@ mod tests {
             chatter_per_second: 1000,
             page_levels: vec![Level::Error, Level::Fatal],
             learn_for: 600 * S,
+            learn_lines: 0,
             window: 300 * S,
             min_count: 5,
             min_groups: 2,
@@ -315,6 +347,56 @@ mod tests {
         let l = crate::decode::level::quick_level(&text, "json");
         w.observe(l, &text, "json", None, t * S, true)
             .map(|n| n.template)
+    }
+
+    /// A quiet start: six start-up lines, an hour of nothing, then the
+    /// service's everyday traffic. By the clock alone learning would be
+    /// over before the traffic; with `learn_lines` it learns the traffic
+    /// first, and a restart in the middle goes on where it stopped.
+    #[test]
+    fn learning_needs_its_lines_as_well_as_its_time() {
+        let mut sp = spec();
+        sp.learn_lines = 20;
+        let mut w = Watch::new(&sp);
+        for i in 0..6 {
+            assert_eq!(
+                see(&mut w, i, "error", &format!("startup step {i} failed")),
+                None
+            );
+        }
+        let traffic = [
+            "cache miss for key",
+            "upstream timeout calling auth",
+            "retrying request",
+        ];
+        let mut t = 3600;
+        for round in 0..3 {
+            for m in traffic {
+                assert_eq!(see(&mut w, t, "error", m), None, "round {round}: {m}");
+                t += 1;
+            }
+        }
+        assert!(w.learning());
+        assert_eq!(w.stats().learn_lines_left, 20 - 6 - 9);
+        // A restart keeps the lines still to learn.
+        let st = w.state();
+        assert_eq!(st.learn_lines_left, Some(5));
+        let mut w = Watch::restore(&sp, &st);
+        for m in traffic.iter().chain(traffic[..2].iter()) {
+            assert_eq!(see(&mut w, t, "error", m), None);
+            t += 1;
+        }
+        assert!(!w.learning());
+        // The everyday lines are known; a really new one is new.
+        for m in traffic {
+            assert_eq!(see(&mut w, t, "error", m), None);
+        }
+        assert!(see(&mut w, t + 1, "error", "disk quota exceeded on volume").is_some());
+        // By the clock alone (no minimum), the same traffic would page.
+        sp.learn_lines = 0;
+        let mut w = Watch::new(&sp);
+        see(&mut w, 0, "error", "startup step 0 failed");
+        assert!(see(&mut w, 3600, "error", traffic[0]).is_some());
     }
 
     #[test]

@@ -7,7 +7,8 @@ use super::model::{self, DetectSpec, FieldCond, Layer, MatchSpec, RuleFile, Rule
 use super::template::Template;
 use super::{
     CondId, Condition, Detect, Novelty, Origin, Rule, RuleError, RuleErrors, RuleSet, ValueCond,
-    BUILTIN, DEFAULT_CHATTER_PER_SECOND, DEFAULT_MAX_GROUPS, DEFAULT_REPEAT_INTERVAL, NOVELTY_RULE,
+    BUILTIN, DEFAULT_CHATTER_PER_SECOND, DEFAULT_LEARN_LINES, DEFAULT_MAX_GROUPS,
+    DEFAULT_REPEAT_INTERVAL, NOVELTY_RULE,
 };
 use crate::decode::payload::Level;
 use crate::duration::Dur;
@@ -426,6 +427,7 @@ fn compile_novelty(
             .unwrap_or(DEFAULT_CHATTER_PER_SECOND),
         page_levels,
         learn_for: d(spec.learn_for, 3600, "learn_for")?,
+        learn_lines: spec.learn_lines.unwrap_or(DEFAULT_LEARN_LINES),
         window,
         min_count: spec.min_count.unwrap_or(5).max(1),
         min_groups: spec.min_groups.unwrap_or(2).max(1),

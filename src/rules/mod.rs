@@ -213,6 +213,9 @@ impl Detect {
 /// sampled.
 pub const DEFAULT_CHATTER_PER_SECOND: u32 = 100;
 
+/// Lines novelty learns at least before new templates count.
+pub const DEFAULT_LEARN_LINES: u64 = 100;
+
 /// The compiled `novelty:` section (durations in ns).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Novelty {
@@ -227,6 +230,8 @@ pub struct Novelty {
     pub page_levels: Vec<Level>,
     /// Learning time from the first line.
     pub learn_for: i64,
+    /// Lines mined before learning may end (with `learn_for` of event time).
+    pub learn_lines: u64,
     /// Rate and spread window.
     pub window: i64,
     /// Lines of a new template on one group that fire.

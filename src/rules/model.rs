@@ -59,6 +59,11 @@ pub struct NoveltySpec {
     /// Event time the miner only learns after its first line (default 1h).
     #[serde(default)]
     pub learn_for: Option<Dur>,
+    /// Lines the miner learns at least, however long they take (default
+    /// 100): a quiet start (a few start-up lines, then an hour of nothing)
+    /// does not end learning before the traffic is seen.
+    #[serde(default)]
+    pub learn_lines: Option<u64>,
     /// Window for the rate and the spread (default 5m).
     #[serde(default)]
     pub window: Option<Dur>,
