@@ -1035,3 +1035,84 @@ fn mining_reads_the_message_the_decoder_gives_on_every_row_and_fixture_line() {
             .join("\n")
     );
 }
+
+/// Stack traces under their stamped lines, behind a `kubectl --prefix`
+/// prefix and interleaved with another pod's lines: `templates` mines one
+/// template per record (none per frame), each frame keeps its record's
+/// level, and a rule matching a `Caused by:` deep in a trace still fires.
+#[test]
+fn a_trace_is_mined_with_its_record_and_its_frames_still_match_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("java.log");
+    let mut text = String::new();
+    for i in 0..4 {
+        text += &format!("[pod/api-0/api] 2024-05-07 10:55:{:02},434 ERROR [main] com.example.Store: write failed for order {}\n", 10 + i, 4000 + i);
+        text += "[pod/api-0/api] java.io.UncheckedIOException: flush failed\n";
+        text += &format!(
+            "[pod/api-0/api] \tat com.example.Store.flush(Store.java:{})\n",
+            40 + i
+        );
+        text += "[pod/web-0/web] 2024-05-07 10:55:10,500 INFO [main] com.example.Web: served /\n";
+        text += "[pod/api-0/api] \tat com.example.Store.write(Store.java:12)\n";
+        text += "[pod/api-0/api] Caused by: java.io.IOException: No space left on device\n";
+        text += "[pod/api-0/api] \t... 7 more\n";
+    }
+    std::fs::write(&path, &text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+        .args(["templates", "--json", "--lines", "--log-level", "error"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), text.lines().count());
+    let mut templates = std::collections::BTreeSet::new();
+    for (row, line) in rows.iter().zip(text.lines()) {
+        let frame = !line.contains(" 2024-05-07 ");
+        if frame {
+            // A frame: no template of its own, the record's level (the web
+            // pod's INFO line between them breaks nothing).
+            assert!(row["template"].is_null(), "{line}: {row}");
+            assert_eq!(row["level"], "error", "{line}");
+        } else {
+            templates.insert(row["template"].to_string());
+        }
+    }
+    assert_eq!(templates.len(), 2, "{templates:?}");
+    // A rule on the `Caused by:` line pages at once.
+    let rules = dir.path().join("disk.yaml");
+    std::fs::write(
+        &rules,
+        "rules:\n  - id: app.disk_full\n    title: disk full\n    severity: critical\n    match: {contains: [\"No space left on device\"]}\n    group_by: pod\n    detect: {count: {threshold: 3, window: 1m}}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sigwatch"))
+        .args([
+            "replay",
+            "--no-builtin-rules",
+            "--log-level",
+            "error",
+            "--rules",
+        ])
+        .arg(&rules)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        alerts.contains("\"rule\":\"app.disk_full\"") && alerts.contains("api-0"),
+        "{alerts}"
+    );
+}

@@ -34,7 +34,7 @@ pub mod watch;
 
 use crate::decode::payload::Level;
 use lru::LruCache;
-use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
+use rustc_hash::{FxBuildHasher, FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::{Deserialize, Serialize};
 use std::hash::{Hash, Hasher};
 use std::num::NonZeroUsize;
@@ -240,6 +240,30 @@ const MAX_PER_KEY: usize = 64;
 /// Least agreeing words around a position for it to become a variable.
 const MIN_SHARED: usize = 1;
 
+/// Words remembered as standing before variables, at most.
+const MAX_VALUE_WORDS: usize = 4096;
+
+/// The key of a word that may stand before a value: lower case, without
+/// closing punctuation (`User:` and `user` are one); None for a variable
+/// or a word without letters.
+fn value_word_key(tok: &str) -> Option<u64> {
+    if is_wild(tok) {
+        return None;
+    }
+    let w = tok.trim_end_matches(is_punct);
+    if w.is_empty()
+        || w.contains('=')
+        || !w.chars().all(|c| c.is_alphabetic() || c == '-' || c == '_')
+    {
+        return None;
+    }
+    let mut h = rustc_hash::FxHasher::default();
+    for c in w.chars() {
+        c.to_lowercase().for_each(|l| l.hash(&mut h));
+    }
+    Some(h.finish())
+}
+
 /// The same for the first word, which names the event more often than not
 /// (`boot (command <*>)`, `wait (command <*>)` are two events).
 const MIN_SHARED_FIRST: usize = 3;
@@ -269,6 +293,12 @@ pub struct Miner {
     next_id: u64,
     evicted: u64,
     merged: u64,
+    /// Words seen before a variable in some template (`user` of `session
+    /// closed for user <*>`): where one stands before a position that
+    /// varies, two values prove it a variable (see [`Miner::generalise`]).
+    value_words: HashSet<u64>,
+    /// Value words learned since the templates were last revisited.
+    new_value_words: Vec<u64>,
 }
 
 /// A token of a masked message: a literal or a variable, with the
@@ -452,6 +482,8 @@ impl Miner {
             masked: HashMap::default(),
             siblings: HashMap::default(),
             aliases: LruCache::with_hasher(cap, FxBuildHasher),
+            value_words: HashSet::default(),
+            new_value_words: Vec::new(),
             next_id: 1,
             evicted: 0,
             merged: 0,
@@ -582,6 +614,36 @@ impl Miner {
             }
             probe[q] = old;
         }
+        // A run of variables is one (`allocateBlock: <*>` for a path and a
+        // block id): a value that reads as a word beside a variable
+        // (`allocateBlock: httpd blk_…`) is the run's in a template that
+        // has the run there.
+        let mut tried = 0;
+        let literals = tokens.iter().filter(|t| !is_wild(t)).count();
+        for q in 0..tokens.len() {
+            // The rest must still say which event it is.
+            if literals < 3 {
+                break;
+            }
+            let beside =
+                |j: Option<usize>| j.and_then(|j| tokens.get(j)).is_some_and(|t| t == WILDCARD);
+            if is_wild(&tokens[q]) || !(beside(q.checked_sub(1)) || beside(Some(q + 1))) {
+                continue;
+            }
+            tried += 1;
+            if tried > 8 {
+                break;
+            }
+            let joined: Vec<String> = tokens
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != q)
+                .map(|(_, t)| t.clone())
+                .collect();
+            if let Some(id) = self.find_shape(&joined) {
+                return Some(id);
+            }
+        }
         None
     }
 
@@ -661,7 +723,12 @@ impl Miner {
         // takes them in; enough siblings differing in one position make
         // it a variable.
         let id = self.subsume(id);
-        match self.generalise(id) {
+        let generalised = self.generalise(id);
+        // Evidence grew: templates with a newly known value word before a
+        // word of theirs may now generalise (their siblings founded before
+        // the word was known).
+        let generalised = generalised.map(|g| self.revisit(g));
+        match generalised {
             Some(survivor) if survivor != id => {
                 let previous = self.templates.get(&survivor).map(|t| t.last_seen);
                 Sighting {
@@ -685,6 +752,18 @@ impl Miner {
         };
         let tokens = &t.tokens;
         let mask = mask_of(tokens);
+        for i in 1..tokens.len() {
+            if self.value_words.len() >= MAX_VALUE_WORDS {
+                break;
+            }
+            if mask & (1u64 << i) != 0 && !tokens[i].contains('=') {
+                if let Some(k) = value_word_key(&tokens[i - 1]) {
+                    if self.value_words.insert(k) {
+                        self.new_value_words.push(k);
+                    }
+                }
+            }
+        }
         index_add(&mut self.exact, hash_blanked(tokens, 0, None), id);
         if mask != 0 {
             index_add(&mut self.masked, hash_blanked(tokens, mask, None), id);
@@ -781,9 +860,18 @@ impl Miner {
                 // a long common text, or many distinct first words before
                 // a shorter one (`cupsd startup succeeded`, `klogd …`,
                 // `atd …`).
+                // After a word that stands before variables elsewhere
+                // (`user` of `session closed for user <*>`), two values
+                // are evidence enough (`… for user cyrus by …`, `… for
+                // user news by …`).
+                let introduced = q > 0
+                    && value_word_key(&t.tokens[q - 1])
+                        .is_some_and(|k| self.value_words.contains(&k));
                 let enough = if q == 0 {
                     (group.len() >= need && shared >= MIN_SHARED_FIRST)
                         || (group.len() >= 2 * need && shared >= MIN_SHARED_FIRST - 1)
+                } else if introduced {
+                    group.len() >= 3 && shared > MIN_SHARED
                 } else {
                     group.len() >= need && shared >= MIN_SHARED
                 };
@@ -943,6 +1031,44 @@ impl Miner {
         self.lru.promote(&survivor);
         self.register(survivor);
         survivor
+    }
+
+    /// Revisits, once per value word learned, the templates that have that
+    /// word before one of their words: their siblings may now be enough
+    /// to make the position a variable. Returns what template `id` (the
+    /// line's) became. Bounded: a word is learned once, at most
+    /// [`MAX_VALUE_WORDS`] of them, each a scan of the templates.
+    fn revisit(&mut self, mut id: u64) -> u64 {
+        for _ in 0..16 {
+            let Some(word) = self.new_value_words.pop() else {
+                break;
+            };
+            let mut ids: Vec<u64> = self
+                .templates
+                .values()
+                .filter(|t| {
+                    t.tokens
+                        .windows(2)
+                        .any(|w| !is_wild(&w[1]) && value_word_key(&w[0]) == Some(word))
+                })
+                .map(|t| t.id)
+                .collect();
+            ids.sort_unstable();
+            for t in ids {
+                if !self.templates.contains_key(&t) {
+                    continue;
+                }
+                let survivor = self.generalise(t).unwrap_or(t);
+                if self.canonical(id) == survivor || t == id {
+                    id = survivor;
+                }
+            }
+        }
+        if self.templates.contains_key(&id) {
+            id
+        } else {
+            self.canonical(id)
+        }
     }
 
     /// Takes into template `id` (which just gained a variable) every older
@@ -1905,6 +2031,66 @@ mod tests {
             .id;
         assert_eq!(m.canonical(early), m.canonical(later));
         assert_eq!(m.len(), 1);
+    }
+
+    /// A word seen before a variable elsewhere (`user` of `session closed
+    /// for user <*>`) makes three values enough where it stands, also for
+    /// templates founded before it was known; two are not (`state
+    /// 'Active'`, `state 'Inactive'` stay two events).
+    #[test]
+    fn a_word_known_to_precede_values_needs_fewer_of_them() {
+        let mut m = miner();
+        for u in ["cyrus", "news", "test"] {
+            m.add(&format!("session opened for user {u} by (uid=0)"), 0, None);
+        }
+        assert_eq!(m.len(), 3, "three users and nothing known yet");
+        for u in ["root", "admin", "guest", "mail", "ftp"] {
+            m.add(&format!("session closed for user {u}"), 1, None);
+        }
+        let s = m.add("session opened for user cyrus by (uid=0)", 2, None);
+        let text = m.get(s.id).map(Template::text);
+        assert_eq!(
+            text.as_deref(),
+            Some("session opened for user <*> by (uid=<*>)")
+        );
+        assert_eq!(m.len(), 2);
+        let mut m = miner();
+        m.add("location state 42 reached", 0, None);
+        for s in ["'Active'", "'Inactive'"] {
+            m.add(&format!("icon in state {s} is shown"), 0, None);
+        }
+        assert_eq!(m.len(), 3);
+    }
+
+    /// A value that reads as a word beside a variable joins the template
+    /// whose variable run stands there.
+    #[test]
+    fn a_word_beside_a_variable_run_joins_the_run() {
+        let mut m = miner();
+        let a = m
+            .add(
+                "BLOCK* NameSystem.allocateBlock: /user/root/part-00742 blk_-7878121102",
+                0,
+                None,
+            )
+            .id;
+        let b = m
+            .add(
+                "BLOCK* NameSystem.allocateBlock: httpd blk_-4882986256",
+                0,
+                None,
+            )
+            .id;
+        assert_eq!(m.canonical(a), m.canonical(b));
+        // Not when too little of the line is left to name the event.
+        let mut m = miner();
+        let a = m
+            .add("Launching attempt_1445144423722_0020_m_000000_0", 0, None)
+            .id;
+        let b = m
+            .add("ATTEMPT_START task_1445144423722_0020_m_000000", 0, None)
+            .id;
+        assert_ne!(m.canonical(a), m.canonical(b));
     }
 
     /// An address whose first groups read like a clock is one token.
