@@ -126,10 +126,24 @@ pub fn quick_level(text: &str, format: &str) -> Option<Level> {
 /// by [`super::names`] from the decoded payload.
 #[cold]
 fn other_spelling(text: &str) -> Option<Level> {
-    if !super::names::may_hold_level(text) {
+    thread_local! {
+        static BACKOFF: std::cell::Cell<super::names::Backoff> = const {
+            std::cell::Cell::new(super::names::Backoff::new())
+        };
+    }
+    let mut b = BACKOFF.get();
+    if !b.try_now() {
+        BACKOFF.set(b);
         return None;
     }
-    payload::decode(text, None).level
+    let level = if super::names::may_hold_level(text) {
+        payload::decode(text, None).level
+    } else {
+        None
+    };
+    b.record(level.is_some());
+    BACKOFF.set(b);
+    level
 }
 
 /// A Kubernetes event's `type` as a level (`Warning`, `Normal`).

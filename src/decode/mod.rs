@@ -176,6 +176,8 @@ pub struct Decoder {
     small: keys::KeyIndex,
     small_spans: Vec<Option<keys::Span>>,
     small_time_slots: Vec<usize>,
+    /// How often the time key of another spelling is still looked for.
+    spelled_time: names::Backoff,
     /// Slot in `index` of each slot of `small`.
     small_in_index: Vec<usize>,
     /// Whether `spans` holds the full scan of the current line.
@@ -229,6 +231,7 @@ impl Decoder {
             small: keys::KeyIndex::new(keys, &[], &[]),
             small_spans: Vec::new(),
             small_time_slots: Vec::new(),
+            spelled_time: names::Backoff::new(),
             small_in_index: Vec::new(),
             full_scanned: false,
             afters_possible: true,
@@ -742,11 +745,14 @@ impl Decoder {
             if own.is_none() {
                 own = rare_time(text, format);
             }
-            if own.is_none() && keyed && names::may_hold_time(text) {
+            if own.is_none() && keyed && self.spelled_time.try_now() {
                 // Another spelling (`Timestamp`, `timeUnixNano`, log4j's
                 // `instant`…): read from the decoded payload.
-                let r = st_last_or(self, sid);
-                own = payload::decode(text, r).time;
+                if names::may_hold_time(text) {
+                    let r = st_last_or(self, sid);
+                    own = payload::decode(text, r).time;
+                }
+                self.spelled_time.record(own.is_some());
             }
         }
         // One line from the year 30000 must not move the watermark there.
@@ -1035,6 +1041,31 @@ mod tests {
         assert!(d
             .prepare(&src, "{\"level\":\"info\",\"msg\":\"trunc", None)
             .is_some());
+    }
+
+    /// Lines that never have a time of another spelling stop costing a
+    /// parse; a producer that has one is read again within a few lines.
+    #[test]
+    fn other_spellings_back_off_and_come_back() {
+        let mut d = dec();
+        let src = Source::named("mixed");
+        for i in 0..200 {
+            let line = format!(r#"{{"msg":"request timeout after {i} ms"}}"#);
+            let p = d.prepare(&src, &line, None).unwrap();
+            assert!(!p.time_from.is_own());
+        }
+        let mut read = 0;
+        for i in 0..200 {
+            let line = format!(
+                r#"{{"Timestamp":"2024-05-30T12:50:{:02}.000Z","Level":"Warning","MessageTemplate":"slow"}}"#,
+                i % 60
+            );
+            let p = d.prepare(&src, &line, None).unwrap();
+            if p.time_from.is_own() {
+                read += 1;
+            }
+        }
+        assert!(read >= 200 - names::Backoff::EVERY as usize, "{read}");
     }
 
     /// Each trace family under its stamped first line, also behind a

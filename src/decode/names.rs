@@ -286,6 +286,55 @@ pub fn pairs_message(pairs: &[(String, String)]) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
+/// How often a fallback that keeps finding nothing is still tried: a
+/// producer whose lines mention `time` or `level` without such a key
+/// (`"timeout"`, an audit log's `"level":"Metadata"`) would otherwise pay a
+/// parse on every line. After [`Backoff::PATIENCE`] misses in a row, one
+/// line in [`Backoff::EVERY`] is tried; a hit makes it try every line again.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Backoff {
+    misses: u32,
+    skipped: u32,
+}
+
+impl Backoff {
+    /// A fresh one: every line tried.
+    pub const fn new() -> Backoff {
+        Backoff {
+            misses: 0,
+            skipped: 0,
+        }
+    }
+
+    /// Misses in a row before the fallback is tried less often.
+    pub const PATIENCE: u32 = 32;
+    /// One line in this many is tried once it is.
+    pub const EVERY: u32 = 64;
+
+    /// Whether to try the fallback on this line.
+    pub fn try_now(&mut self) -> bool {
+        if self.misses < Self::PATIENCE {
+            return true;
+        }
+        self.skipped += 1;
+        if self.skipped >= Self::EVERY {
+            self.skipped = 0;
+            return true;
+        }
+        false
+    }
+
+    /// What the try found.
+    pub fn record(&mut self, hit: bool) {
+        if hit {
+            self.misses = 0;
+            self.skipped = 0;
+        } else {
+            self.misses = self.misses.saturating_add(1);
+        }
+    }
+}
+
 /// Case-blind searchers for the words every spelling of a role contains.
 struct Hints {
     time: Option<AhoCorasick>,
@@ -432,6 +481,22 @@ mod tests {
             assert_eq!(json_level(&m), *level, "{name}: level");
             assert_eq!(json_message(&m).as_deref(), *message, "{name}: message");
         }
+    }
+
+    #[test]
+    fn a_fallback_that_keeps_missing_is_tried_less_often() {
+        let mut b = Backoff::default();
+        let mut tried = 0;
+        for _ in 0..(Backoff::PATIENCE + 10 * Backoff::EVERY) {
+            if b.try_now() {
+                tried += 1;
+                b.record(false);
+            }
+        }
+        assert_eq!(tried, Backoff::PATIENCE + 10);
+        // A hit: every line again.
+        b.record(true);
+        assert!((0..Backoff::PATIENCE).all(|_| b.try_now()));
     }
 
     #[test]
