@@ -104,7 +104,7 @@ pub struct Prepared<'a> {
     pub time_from: TimeFrom,
     /// The line continues the text record above it (a stack trace's frame
     /// under its stamped first line): its level is the record's, and
-    /// template mining counts it in that record (see [`multiline`]).
+    /// template mining counts it in that record (see [`continues_record`]).
     pub continues: bool,
 }
 
