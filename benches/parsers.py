@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
 TIME_PATTERNS = [
@@ -126,7 +127,11 @@ def explain(binary, path):
 def lnav_rows(path):
     if not shutil.which("lnav"):
         return {}
-    env = dict(os.environ, TZ="UTC", HOME="/tmp/lnav-home")
+    # lnav writes its default configuration under $HOME (or the working
+    # directory when $HOME is missing): give it a scratch one.
+    home = os.path.join(tempfile.gettempdir(), "sigwatch-bench-lnav-home")
+    os.makedirs(home, exist_ok=True)
+    env = dict(os.environ, TZ="UTC", HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
     try:
         r = subprocess.run(
             ["lnav", "-n", "-c",
