@@ -285,14 +285,6 @@ pub fn parse_clock(s: &str) -> Option<(u32, u32, u32, u32)> {
     Some((h, m, sec, nanos))
 }
 
-/// Month number from a three-letter English abbreviation.
-pub fn month_from_abbrev(s: &str) -> Option<u32> {
-    const M: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    M.iter().position(|m| *m == s).map(|i| i as u32 + 1)
-}
-
 /// Resolves a stamp without a year against a reference time (a nearby
 /// line's time, the file's modification time, or the arrival time): the
 /// year that puts the stamp at most 30 days after and at most 335 days

@@ -841,21 +841,14 @@ impl Miner {
                     .collect();
                 // A variable needs company: enough agreeing words around it
                 // (one-word messages `normal`, `running` stay apart), and
-                // values that vary rather than repeat (`GET`, `POST`,
-                // `DELETE` are three events of thousands of lines; user
-                // names are one).
+                // enough distinct values (`GET`, `POST`, `DELETE` stay three
+                // events; user names become one).
                 let shared = t
                     .tokens
                     .iter()
                     .enumerate()
                     .filter(|(i, tok)| *i != q && !is_wild(tok))
                     .count();
-                let lines: u64 = group
-                    .iter()
-                    .filter_map(|o| self.templates.get(o))
-                    .map(|s| s.count)
-                    .sum();
-                let _ = lines;
                 // A first word takes the evidence of the rest of the line:
                 // a long common text, or many distinct first words before
                 // a shorter one (`cupsd startup succeeded`, `klogd …`,

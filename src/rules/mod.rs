@@ -122,13 +122,6 @@ pub struct Condition {
     pub never: bool,
 }
 
-impl Condition {
-    /// Whether confirming this condition needs the decoded fields.
-    pub fn needs_fields(&self) -> bool {
-        !self.fields.is_empty()
-    }
-}
-
 /// Fields whose values are normalised by the decoder rather than read from
 /// the raw text, so their literal form differs by format.
 pub const VIRTUAL_FIELDS: &[&str] = &["level", "msg", "message"];
