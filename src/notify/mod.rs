@@ -739,13 +739,17 @@ async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneCon
                     q.items.clear();
                     n
                 });
-                shared.gone.store(true, Ordering::Relaxed);
+                // Said once: a notification queued before the flag was up
+                // fails the same way and goes quietly too.
+                let already = shared.gone.swap(true, Ordering::Relaxed);
                 shared.space.notify_waiters();
-                tracing::info!(
-                    receiver = r.name(),
-                    not_sent = left.unwrap_or(0),
-                    "The receiver closed; nothing more is sent to it."
-                );
+                if !already {
+                    tracing::info!(
+                        receiver = r.name(),
+                        not_sent = left.unwrap_or(0),
+                        "The receiver closed; nothing more is sent to it."
+                    );
+                }
                 continue;
             }
             Err(e) => {
