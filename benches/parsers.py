@@ -26,8 +26,10 @@ building. Usage:
   python3 benches/parsers.py DATA_DIR [--sigwatch BIN] [--part dev|held|all]
         [--misses N]
 
-DATA_DIR holds `tstack+lnav` and `crowdsecurity+hub` checkouts (see
-benches/README or the issue note for the clone commands).
+DATA_DIR holds `tstack+lnav` and `crowdsecurity+hub` checkouts:
+
+  git clone --depth 1 https://github.com/tstack/lnav DATA_DIR/tstack+lnav
+  git clone --depth 1 https://github.com/crowdsecurity/hub DATA_DIR/crowdsecurity+hub
 """
 
 import argparse

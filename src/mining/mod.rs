@@ -936,26 +936,7 @@ impl Miner {
         group.push(id);
         group.sort_unstable();
         group.dedup();
-        let survivor = group[0];
-        for &g in &group {
-            self.unregister(g);
-        }
-        let Some(mut merged) = self.templates.remove(&survivor) else {
-            return id;
-        };
-        for &g in group.iter().skip(1) {
-            if let Some(t) = self.templates.remove(&g) {
-                self.absorb(&mut merged, &t);
-                self.lru.pop(&g);
-                self.aliases.put(g, survivor);
-                self.merged += 1;
-            }
-        }
-        merged.tokens = tokens;
-        self.templates.insert(survivor, merged);
-        self.lru.promote(&survivor);
-        self.register(survivor);
-        survivor
+        self.fold(&group, tokens).unwrap_or(id)
     }
 
     /// Merges templates that differ in position `q` only into the oldest,
@@ -1106,13 +1087,18 @@ impl Miner {
         let mut group = fitting;
         group.push(id);
         group.sort_unstable();
-        let survivor = group[0];
-        for &g in &group {
+        self.fold(&group, tokens).unwrap_or(id)
+    }
+
+    /// Folds the templates of `group` (sorted, deduplicated) into its
+    /// oldest, which takes `tokens`; the others' ids answer to it through
+    /// the alias table. The survivor, None if it was gone.
+    fn fold(&mut self, group: &[u64], tokens: Vec<String>) -> Option<u64> {
+        let survivor = *group.first()?;
+        for &g in group {
             self.unregister(g);
         }
-        let Some(mut merged) = self.templates.remove(&survivor) else {
-            return id;
-        };
+        let mut merged = self.templates.remove(&survivor)?;
         for &g in group.iter().skip(1) {
             if let Some(t) = self.templates.remove(&g) {
                 self.absorb(&mut merged, &t);
@@ -1125,7 +1111,7 @@ impl Miner {
         self.templates.insert(survivor, merged);
         self.lru.promote(&survivor);
         self.register(survivor);
-        survivor
+        Some(survivor)
     }
 
     fn absorb(&self, into: &mut Template, t: &Template) {
