@@ -192,29 +192,6 @@ struct Tracked {
     adopted: Option<i64>,
 }
 
-/// A firing alert as saved across restarts.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct SavedAlert {
-    /// Rule id.
-    pub rule: String,
-    /// Group key.
-    pub group: String,
-    /// When it started firing (event time, ns).
-    pub starts_at: i64,
-    /// When it was last notified (event time, ns).
-    pub notified_at: i64,
-}
-
-/// What a restart carries over: firing alerts and streams' sticky values.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct SavedState {
-    /// Firing alerts.
-    pub alerts: Vec<SavedAlert>,
-    /// Stream key → sticky (field, value) pairs.
-    #[serde(default)]
-    pub sticky: Vec<(String, Vec<(String, String)>)>,
-}
-
 /// The alert stage in a checkpoint: every tracked alert — pending with the
 /// start its `for` is measured from, firing with when it was last
 /// notified, how long it has been inactive, its evidence — by rule id.
@@ -492,28 +469,6 @@ impl Alerts {
         }
     }
 
-    /// The firing alerts, to save across a restart.
-    pub fn snapshot(&self, rules: &[Rule]) -> Vec<SavedAlert> {
-        let mut v: Vec<SavedAlert> = self
-            .map
-            .iter()
-            .filter_map(|((ri, key), t)| match t.phase {
-                Phase::Firing {
-                    starts_at,
-                    notified_at,
-                } => Some(SavedAlert {
-                    rule: rules.get(*ri)?.id.clone(),
-                    group: key.clone(),
-                    starts_at,
-                    notified_at,
-                }),
-                Phase::Pending { .. } => None,
-            })
-            .collect();
-        v.sort_by(|a, b| (&a.rule, &a.group).cmp(&(&b.rule, &b.group)));
-        v
-    }
-
     /// The state for a checkpoint (sorted, so equal states compare equal).
     pub fn save(&self, rules: &[Rule]) -> AlertsState {
         let mut alerts: Vec<SavedTracked> = self
@@ -584,28 +539,6 @@ impl Alerts {
     /// of a removed rule).
     pub fn count_resolved(&mut self) {
         self.stats.resolved += 1;
-    }
-
-    /// Takes over an alert that a previous run had firing and delivered: it
-    /// is firing again at once, without a notification. If its condition is
-    /// seen again it goes on as usual; if not within [`adoption_grace`], it
-    /// resolves (and that is notified).
-    pub fn adopt(&mut self, ri: usize, key: &str, starts_at: i64, notified_at: i64) {
-        if !self.map.contains_key(&(ri, key.to_string())) {
-            self.per_rule_add(ri);
-        }
-        self.map.insert(
-            (ri, key.to_string()),
-            Tracked {
-                phase: Phase::Firing {
-                    starts_at,
-                    notified_at,
-                },
-                inactive_since: None,
-                evidence: Evidence::default(),
-                adopted: Some(i64::MIN),
-            },
-        );
     }
 
     /// Carries alerts over a rule reload. `fate[i]` says what becomes of the

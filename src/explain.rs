@@ -151,7 +151,7 @@ impl Explainer {
 
     /// The line's log template and what novelty does with it.
     fn template_of(&self, p: &crate::decode::Prepared<'_>) -> String {
-        use crate::decode::level::mining_message;
+        use crate::decode::mined::mining_message;
         let level = self.decoder.level(p);
         if p.continues {
             return "(continues the record above: mined with it)".into();

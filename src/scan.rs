@@ -126,11 +126,6 @@ impl Hints {
         Hints::default()
     }
 
-    /// Number of lines flagged as holding a literal (or a part of one).
-    pub fn flagged_lines(&self) -> usize {
-        self.flagged.len()
-    }
-
     /// A cursor that hands out each line's hint, lines in order.
     pub fn cursor(&self, current: u64) -> HintCursor<'_> {
         HintCursor {

@@ -7,10 +7,9 @@
 
 mod common;
 use common::free_port;
-use sigwatch::alert::{AlertState, Notification, TopGroup};
+use sigwatch::alert::{AlertState, Notification};
 use sigwatch::notify::alertmanager::{Alertmanager, AlertmanagerConfig};
 use sigwatch::notify::Receiver;
-use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -108,44 +107,24 @@ async fn start_hook() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
 }
 
 fn notification(state: AlertState) -> Notification {
-    let mut labels = BTreeMap::new();
-    labels.insert("alertname".to_string(), "egress.black_hole".to_string());
-    labels.insert("severity".to_string(), "critical".to_string());
-    labels.insert("group".to_string(), "NE_2rANN76DeYtZ".to_string());
-    labels.insert("k8s.ns".to_string(), "media".to_string());
-    let mut annotations = BTreeMap::new();
-    annotations.insert(
+    let mut n = common::black_hole(state);
+    n.labels
+        .insert("alertname".to_string(), "egress.black_hole".to_string());
+    n.labels
+        .insert("severity".to_string(), "critical".to_string());
+    n.labels
+        .insert("group".to_string(), "NE_2rANN76DeYtZ".to_string());
+    n.labels.insert("k8s.ns".to_string(), "media".to_string());
+    n.annotations.insert(
         "summary".to_string(),
         "NE_2rANN76DeYtZ takes 96% of egress failures".to_string(),
     );
     let now = sigwatch::clock::wall_ns();
-    Notification {
-        state,
-        rule: "egress.black_hole".into(),
-        title: "One egress node takes most of the failed recordings".into(),
-        severity: "critical".into(),
-        group: "NE_2rANN76DeYtZ".into(),
-        labels,
-        annotations,
-        starts_at: sigwatch::clock::Stamp::at(now - 60_000_000_000),
-        ends_at: (state == AlertState::Resolved)
-            .then(|| sigwatch::clock::Stamp::at(now - 1_000_000_000)),
-        count: 48,
-        first_seen: None,
-        last_seen: None,
-        top_groups: vec![TopGroup {
-            group: "NE_2rANN76DeYtZ".into(),
-            count: 48,
-        }],
-        share: Some(0.96),
-        samples: vec!["{\"msg\":\"egress_failed\"}".into()],
-        template: None,
-        fingerprint: sigwatch::alert::fingerprint("egress.black_hole", "NE_2rANN76DeYtZ"),
-        repeat: false,
-        incident: None,
-        links: None,
-        origins: Vec::new(),
-    }
+    n.starts_at = sigwatch::clock::Stamp::at(now - 60_000_000_000);
+    n.ends_at =
+        (state == AlertState::Resolved).then(|| sigwatch::clock::Stamp::at(now - 1_000_000_000));
+    n.samples = vec!["{\"msg\":\"egress_failed\"}".into()];
+    n
 }
 
 async fn active_alerts(url: &str) -> Vec<serde_json::Value> {

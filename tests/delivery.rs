@@ -6,6 +6,7 @@
 //! and the request rate never exceeds the token bucket (asserted on the
 //! receiver's own timestamps).
 
+mod common;
 use sigwatch::alert::{AlertState, Notification};
 use sigwatch::notify::webhook::{Webhook, WebhookConfig};
 use sigwatch::notify::{Dispatcher, LaneConfig, Receiver};
@@ -17,29 +18,18 @@ use std::time::{Duration, Instant};
 type Request = (Instant, bool, String, String);
 
 fn note(i: usize, state: AlertState) -> Notification {
-    Notification {
-        state,
-        rule: "t.storm".into(),
-        title: "storm".into(),
-        severity: "critical".into(),
-        group: format!("node-{i}"),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        starts_at: "2026-11-29T00:00:00.000Z".into(),
-        ends_at: None,
-        count: 1,
-        first_seen: None,
-        last_seen: None,
-        top_groups: vec![],
-        share: None,
-        samples: vec![],
-        template: None,
-        fingerprint: format!("{i:016x}"),
-        repeat: false,
-        incident: None,
-        links: None,
-        origins: Vec::new(),
-    }
+    let mut n = common::black_hole(state);
+    n.rule = "t.storm".into();
+    n.title = "storm".into();
+    n.group = format!("node-{i}");
+    n.starts_at = "2026-11-29T00:00:00.000Z".into();
+    n.ends_at = None;
+    n.count = 1;
+    n.top_groups = vec![];
+    n.share = None;
+    n.samples = vec![];
+    n.fingerprint = format!("{i:016x}");
+    n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

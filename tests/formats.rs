@@ -7,7 +7,7 @@
 
 use sigwatch::clock::format_rfc3339;
 use sigwatch::decode::time::parse_rfc3339;
-use sigwatch::decode::{level, payload, Decoder, KeyConfig, TimeFrom};
+use sigwatch::decode::{mined, payload, Decoder, KeyConfig, TimeFrom};
 use sigwatch::source::Source;
 
 const MODIFIED: &str = "2024-05-07T12:00:00Z";
@@ -964,7 +964,7 @@ fn decoded_mining_message(text: &str, time: i64, detail: bool) -> Option<String>
     } else {
         m.split('\n').next().unwrap_or("")
     };
-    let mut to = line.len().min(level::MAX_MESSAGE);
+    let mut to = line.len().min(mined::MAX_MESSAGE);
     while !line.is_char_boundary(to) {
         to -= 1;
     }
@@ -998,7 +998,7 @@ fn mining_reads_the_message_the_decoder_gives_on_every_row_and_fixture_line() {
             continue;
         };
         checked += 1;
-        let got = level::mining_message(
+        let got = mined::mining_message(
             &p.text,
             p.format,
             p.header.as_ref(),
@@ -1009,7 +1009,9 @@ fn mining_reads_the_message_the_decoder_gives_on_every_row_and_fixture_line() {
         if payload::decode(&p.text, Some(p.time)).malformed {
             continue;
         }
-        let detail = d.level(&p).is_some_and(|l| l >= payload::Level::Warn);
+        let detail = d
+            .level(&p)
+            .is_some_and(|l| l >= sigwatch::decode::severity::Level::Warn);
         let want = decoded_mining_message(&p.text, p.time, detail);
         if got != want {
             let cut = |s: &str| s.chars().take(160).collect::<String>();

@@ -92,7 +92,7 @@ proptest! {
             prop_assert!(!v.is_empty());
         }
         let _ = sigwatch::decode::header::read(&line, None);
-        let _ = payload::quick_time(&line, None);
+        let _ = peek_time(&line, None, None);
         let _ = sigwatch::decode::quick::quick_get(&line, "nodeID");
         let _ = sigwatch::decode::quick::quick_get_path(&line, "involvedObject.name");
         let _ = peek_time(&line, Some(0), None);

@@ -1,43 +1,23 @@
 //! Slack, PagerDuty and the signed webhook against local HTTP servers on
 //! 127.0.0.1 that check what a real one checks.
 
+mod common;
 use sigwatch::alert::{AlertState, Notification};
 use sigwatch::notify::pagerduty::PagerDuty;
 use sigwatch::notify::slack::Slack;
 use sigwatch::notify::webhook::{signature, Webhook, WebhookConfig, SIGNATURE_HEADER};
 use sigwatch::notify::{NotifyError, Receiver};
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn note(state: AlertState) -> Notification {
-    let mut annotations = BTreeMap::new();
-    annotations.insert("summary".to_string(), "x".repeat(2000));
-    Notification {
-        state,
-        rule: "egress.black_hole".into(),
-        title: "One egress node takes most of the failed recordings".into(),
-        severity: "critical".into(),
-        group: "NE_2rANN76DeYtZ".into(),
-        labels: BTreeMap::new(),
-        annotations,
-        starts_at: "2026-11-29T12:00:00.000Z".into(),
-        ends_at: None,
-        count: 48,
-        first_seen: None,
-        last_seen: None,
-        top_groups: vec![],
-        share: Some(0.96),
-        samples: vec![
-            "{\"msg\":\"egress_failed\",\"error\":\"No space left on the resource.\"}".into(),
-        ],
-        template: None,
-        fingerprint: "821a94053e655138".into(),
-        repeat: false,
-        incident: None,
-        links: None,
-        origins: Vec::new(),
-    }
+    let mut n = common::black_hole(state);
+    n.annotations
+        .insert("summary".to_string(), "x".repeat(2000));
+    n.ends_at = None;
+    n.top_groups = vec![];
+    n.fingerprint = "821a94053e655138".into();
+    n
 }
 
 type Seen = Arc<Mutex<Vec<(Instant, axum::http::HeaderMap, Vec<u8>)>>>;

@@ -7,9 +7,10 @@
 
 mod common;
 
-use sigwatch::decode::level::{mining_message, quick_level};
-use sigwatch::decode::payload::sniff;
+use sigwatch::decode::mined::mining_message;
+use sigwatch::decode::{Decoder, KeyConfig};
 use sigwatch::mining::{Miner, MinerConfig};
+use sigwatch::source::Source;
 
 /// Mines `groups` (lines expected to share a template, per group) in an
 /// interleaved order and checks the partition; returns the miner.
@@ -56,18 +57,18 @@ fn check(groups: &[&[&str]]) -> Miner {
     m
 }
 
-/// The message novelty mines from `line` (its format sniffed, its level
-/// read).
+/// The message novelty mines from `line`, as the engine reads it (a
+/// decoder of its own per line: no stream context carried over).
 fn message(line: &str) -> String {
-    mining_message(
-        line,
-        sniff(line),
-        None,
-        quick_level(line, sniff(line)),
-        None,
-    )
-    .unwrap_or_else(|| panic!("no message in {line:?}"))
-    .into_owned()
+    let mut d = Decoder::new(&KeyConfig::default(), false);
+    let src = Source::named("test");
+    let p = d
+        .prepare(&src, line, None)
+        .unwrap_or_else(|| panic!("{line:?} not prepared"));
+    let level = d.level(&p);
+    mining_message(&p.text, p.format, p.header.as_ref(), level, Some(p.time))
+        .unwrap_or_else(|| panic!("no message in {line:?}"))
+        .into_owned()
 }
 
 fn text_of(m: &Miner, line: &str) -> String {

@@ -21,7 +21,7 @@
 //! newer format is refused with a message saying so, never half-read.
 
 use super::AppError;
-use crate::alert::{Notification, SavedState};
+use crate::alert::Notification;
 use crate::durable::{Outcome, Rewriter};
 use crate::engine::EngineState;
 use crate::incident::IncidentsState;
@@ -35,9 +35,6 @@ pub const VERSION: u32 = 2;
 
 /// The checkpoint's file name in the state directory.
 pub const FILE: &str = "checkpoint.json";
-
-/// Files of the first format, read once and then removed.
-const LEGACY: [&str; 3] = ["state.json", "loki-cursor.json", "file-offsets.json"];
 
 /// The checkpoint file's content.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -82,15 +79,6 @@ pub enum Loaded {
     Fresh,
     /// A checkpoint of this format.
     Current(Box<Checkpoint>),
-    /// The first format's files.
-    Legacy {
-        /// Firing alerts and sticky values (`state.json`).
-        state: SavedState,
-        /// Loki cursors (`loki-cursor.json`).
-        loki: BTreeMap<String, i64>,
-        /// File offsets, keyed by file identity (`file-offsets.json`).
-        files: std::collections::HashMap<crate::source::file::FileId, u64>,
-    },
 }
 
 /// The checkpoint file of a state directory.
@@ -98,14 +86,13 @@ pub fn path(dir: &Path) -> PathBuf {
     dir.join(FILE)
 }
 
-/// Reads the state directory: this format's checkpoint, or the first
-/// format's files, or nothing. A file that cannot be read, or of a newer
+/// Reads the state directory: this format's checkpoint, or nothing. A file that cannot be read, or of a newer
 /// format, is a setup error saying what to do.
 pub fn load(dir: &Path) -> Result<Loaded, AppError> {
     let p = path(dir);
     match std::fs::read(&p) {
         Ok(bytes) => parse(&p, &bytes).map(|c| Loaded::Current(Box::new(c))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => load_legacy(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Loaded::Fresh),
         Err(e) => Err(AppError::Io {
             what: format!("cannot read {}", p.display()),
             source: e,
@@ -149,45 +136,6 @@ fn parse(p: &Path, bytes: &[u8]) -> Result<Checkpoint, AppError> {
             p.display()
         ))
     })
-}
-
-fn load_legacy(dir: &Path) -> Result<Loaded, AppError> {
-    if !LEGACY.iter().any(|f| dir.join(f).exists()) {
-        return Ok(Loaded::Fresh);
-    }
-    let p = dir.join("state.json");
-    let state = match std::fs::read_to_string(&p) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| {
-            AppError::Setup(format!(
-                "{}: corrupt ({e}); move it away to start fresh",
-                p.display()
-            ))
-        })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => SavedState::default(),
-        Err(e) => {
-            return Err(AppError::Io {
-                what: format!("cannot read {}", p.display()),
-                source: e,
-            })
-        }
-    };
-    let loki = crate::source::loki::cursor::load(dir).map_err(AppError::Setup)?;
-    let files =
-        crate::source::file::load_checkpoint(dir).map_err(|e| AppError::Setup(e.to_string()))?;
-    tracing::info!(dir = %dir.display(), "State of the first format found: taking it over (alerts firing, sticky values, input positions); it is replaced by checkpoint.json.");
-    Ok(Loaded::Legacy { state, loki, files })
-}
-
-/// Removes the first format's files once a checkpoint replaced them.
-pub fn remove_legacy(dir: &Path) {
-    for f in LEGACY {
-        let p = dir.join(f);
-        if p.exists() {
-            if let Err(e) = std::fs::remove_file(&p) {
-                tracing::warn!(file = %p.display(), error = %e, "Cannot remove a state file of the first format.");
-            }
-        }
-    }
 }
 
 /// Files written off the live loop: the latest bytes submitted for a file
@@ -384,29 +332,6 @@ mod tests {
         std::fs::write(path(d.path()), "{not json").unwrap();
         let e = load(d.path()).unwrap_err().to_string();
         assert!(e.contains("not a sigwatch checkpoint"), "{e}");
-    }
-
-    #[test]
-    fn the_first_format_is_taken_over() {
-        let d = tempfile::tempdir().unwrap();
-        assert!(matches!(load(d.path()).unwrap(), Loaded::Fresh));
-        std::fs::write(
-            d.path().join("state.json"),
-            r#"{"alerts":[{"rule":"r","group":"g","starts_at":1,"notified_at":2}],"sticky":[["stdin",[["nodeID","ND_1"]]]]}"#,
-        )
-        .unwrap();
-        std::fs::write(d.path().join("loki-cursor.json"), r#"{"{a=\"b\"}": 42}"#).unwrap();
-        match load(d.path()).unwrap() {
-            Loaded::Legacy { state, loki, files } => {
-                assert_eq!(state.alerts.len(), 1);
-                assert_eq!(state.sticky.len(), 1);
-                assert_eq!(loki["{a=\"b\"}"], 42);
-                assert!(files.is_empty());
-            }
-            other => panic!("{other:?}"),
-        }
-        remove_legacy(d.path());
-        assert!(matches!(load(d.path()).unwrap(), Loaded::Fresh));
     }
 
     #[test]

@@ -63,7 +63,6 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
         Vec<Notification>,
         BTreeMap<String, crate::notify::alertmanager::ActiveState>,
     )> = None;
-    let legacy = matches!(loaded, checkpoint::Loaded::Legacy { .. });
     match loaded {
         checkpoint::Loaded::Fresh => {}
         checkpoint::Loaded::Current(c) => {
@@ -83,17 +82,6 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
             resume.files = crate::source::file::parse_offsets(&c.files);
             saved_files = c.files;
             restored = Some((c.incidents, c.board, c.alertmanager));
-        }
-        checkpoint::Loaded::Legacy { state, loki, files } => {
-            let adopted = engine.restore(state);
-            if adopted > 0 {
-                tracing::info!(
-                    adopted,
-                    "Alerts firing before the restart adopted; they will not page again."
-                );
-            }
-            resume.loki = loki;
-            resume.files = files;
         }
     }
     if let Some(dir) = &a.state_dir {
@@ -181,16 +169,6 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
         }
         (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
         (None, true) => telemetry.set_source(true, "stdin"),
-    }
-    let mut state = state;
-    if legacy {
-        // Written at once in the new format; the old files go.
-        if let Some(k) = state.as_mut() {
-            k.save(&engine, &d, true);
-            if k.flush(Duration::from_secs(10)) {
-                checkpoint::remove_legacy(&k.dir);
-            }
-        }
     }
     drive(p, engine, d, (rx, reloads), state, telemetry).await
 }

@@ -5,8 +5,8 @@
 //! mined from the same messages as in `run`.
 
 use super::{load_rules, AppError, RulesOptions};
-use crate::decode::level::mining_message;
-use crate::decode::payload::Level;
+use crate::decode::mined::mining_message;
+use crate::decode::severity::Level;
 use crate::decode::{self, Decoder, Prepared};
 use crate::mining::{self, watch::Watch, Miner, MinerConfig, Template};
 use crate::rules::{Detect, Novelty};

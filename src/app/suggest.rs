@@ -24,8 +24,8 @@
 
 use super::{load_rules, AppError, RulesOptions};
 use crate::alert::{AlertState, Notification};
-use crate::decode::level::mining_message;
-use crate::decode::payload::Level;
+use crate::decode::mined::mining_message;
+use crate::decode::severity::Level;
 use crate::decode::{resolve_key, KeyConfig};
 use crate::engine::{Engine, Options};
 use crate::mining::{Miner, MinerConfig, WILDCARD};

@@ -2,7 +2,8 @@
 //! an alias (`node`, `pod`, `upstream`, `workload`) or a field path; the
 //! first present value wins.
 
-use super::payload::{Fields, Level};
+use super::payload::Fields;
+use super::severity::Level;
 use super::{quick, KeyConfig, WORKLOAD_KEY};
 use std::borrow::Cow;
 use std::sync::Arc;

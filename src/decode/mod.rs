@@ -11,7 +11,7 @@ pub mod context;
 mod event;
 pub mod header;
 pub mod keys;
-pub mod level;
+pub mod mined;
 mod multiline;
 pub mod names;
 pub mod payload;
@@ -27,7 +27,7 @@ use event::label;
 pub use event::{resolve_key, workload_of, Event, Labels};
 use header::{Header, Reference};
 pub use multiline::{continues_record, MAX_BLOCK_LINES, MAX_RECORD_BYTES, MAX_RECORD_LINES};
-use payload::Level;
+use severity::Level;
 pub use stats::{DecodeStats, FormatCounts};
 pub use stream::{SavedStream, StreamsState};
 
@@ -683,9 +683,9 @@ impl Decoder {
     /// The level of a prepared line: its level key (JSON, logfmt) or its
     /// header's level word (see [`header`]) — the level rules,
     /// `explain`, templates and novelty all see.
-    pub fn level(&self, p: &Prepared<'_>) -> Option<payload::Level> {
+    pub fn level(&self, p: &Prepared<'_>) -> Option<Level> {
         match p.format {
-            "json" | "logfmt" => level::quick_level(&p.text, p.format),
+            "json" | "logfmt" => mined::quick_level(&p.text, p.format),
             _ => p.level,
         }
     }

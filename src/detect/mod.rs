@@ -299,6 +299,63 @@ pub fn build(rule: &Rule) -> Box<dyn Detector> {
     }
 }
 
+/// What the evidence of a group says, for detectors that keep one state
+/// per group (count, persist, absent, sequence): written once in
+/// [`Groups::evidence`] instead of in each of them.
+pub trait GroupState {
+    /// Matches that make the current episode.
+    fn count(&self) -> u64;
+    /// When the episode's first match was seen.
+    fn first_seen(&self) -> Option<i64>;
+    /// When its last match was seen.
+    fn last_seen(&self) -> Option<i64>;
+    /// The sample lines kept.
+    fn samples(&self) -> &Samples;
+}
+
+/// The bookkeeping every per-group detector shares — `tracks`,
+/// `evidence`, `reset`, `evicted` over its `groups` field — as
+/// [`Detector`] methods.
+macro_rules! per_group_bookkeeping {
+    () => {
+        fn tracks(&self, key: &str) -> bool {
+            self.groups.peek(key).is_some()
+        }
+
+        fn evidence(&self, key: &str) -> Evidence {
+            self.groups.evidence(key)
+        }
+
+        fn reset(&mut self, key: &str) {
+            self.groups.remove(key);
+        }
+
+        fn evicted(&self) -> u64 {
+            self.groups.evicted()
+        }
+    };
+}
+pub(crate) use per_group_bookkeeping;
+
+impl<T: GroupState> Groups<T> {
+    /// The evidence of one group: its episode's count, first and last
+    /// match and samples; empty for a group not tracked.
+    pub fn evidence(&self, key: &str) -> Evidence {
+        let Some(g) = self.peek(key) else {
+            return Evidence::default();
+        };
+        Evidence {
+            count: g.count(),
+            first_seen: g.first_seen(),
+            last_seen: g.last_seen(),
+            top_groups: vec![(key.to_string(), g.count())],
+            samples: g.samples().lines.clone(),
+            origins: g.samples().origins.clone(),
+            ..Evidence::default()
+        }
+    }
+}
+
 /// An LRU map of groups that counts evictions. Memory follows the groups
 /// actually held: nothing is reserved up front, so a rule with many
 /// partitions (one map each) costs what its groups cost, not `max_groups`

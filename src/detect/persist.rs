@@ -17,6 +17,21 @@ struct G {
     since: Option<i64>,
 }
 
+impl super::GroupState for G {
+    fn count(&self) -> u64 {
+        self.count
+    }
+    fn first_seen(&self) -> Option<i64> {
+        Some(self.start)
+    }
+    fn last_seen(&self) -> Option<i64> {
+        Some(self.last)
+    }
+    fn samples(&self) -> &Samples {
+        &self.samples
+    }
+}
+
 /// The persist detector.
 #[derive(Serialize, Deserialize)]
 pub struct Persist {
@@ -82,32 +97,7 @@ impl Detector for Persist {
         true
     }
 
-    fn tracks(&self, key: &str) -> bool {
-        self.groups.peek(key).is_some()
-    }
-
-    fn evidence(&self, key: &str) -> Evidence {
-        let Some(g) = self.groups.peek(key) else {
-            return Evidence::default();
-        };
-        Evidence {
-            count: g.count,
-            first_seen: Some(g.start),
-            last_seen: Some(g.last),
-            top_groups: vec![(key.to_string(), g.count)],
-            samples: g.samples.lines.clone(),
-            origins: g.samples.origins.clone(),
-            ..Evidence::default()
-        }
-    }
-
-    fn reset(&mut self, key: &str) {
-        self.groups.remove(key);
-    }
-
-    fn evicted(&self) -> u64 {
-        self.groups.evicted()
-    }
+    super::per_group_bookkeeping!();
 }
 
 #[cfg(test)]

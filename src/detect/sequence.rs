@@ -21,6 +21,21 @@ struct G {
     since: Option<i64>,
 }
 
+impl super::GroupState for G {
+    fn count(&self) -> u64 {
+        self.completions
+    }
+    fn first_seen(&self) -> Option<i64> {
+        self.first
+    }
+    fn last_seen(&self) -> Option<i64> {
+        self.last_done
+    }
+    fn samples(&self) -> &Samples {
+        &self.samples
+    }
+}
+
 /// The sequence detector.
 #[derive(Serialize, Deserialize)]
 pub struct Sequence {
@@ -100,32 +115,7 @@ impl Detector for Sequence {
         true
     }
 
-    fn tracks(&self, key: &str) -> bool {
-        self.groups.peek(key).is_some()
-    }
-
-    fn evidence(&self, key: &str) -> Evidence {
-        let Some(g) = self.groups.peek(key) else {
-            return Evidence::default();
-        };
-        Evidence {
-            count: g.completions,
-            first_seen: g.first,
-            last_seen: g.last_done,
-            top_groups: vec![(key.to_string(), g.completions)],
-            samples: g.samples.lines.clone(),
-            origins: g.samples.origins.clone(),
-            ..Evidence::default()
-        }
-    }
-
-    fn reset(&mut self, key: &str) {
-        self.groups.remove(key);
-    }
-
-    fn evicted(&self) -> u64 {
-        self.groups.evicted()
-    }
+    super::per_group_bookkeeping!();
 }
 
 #[cfg(test)]

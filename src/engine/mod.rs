@@ -1230,24 +1230,4 @@ rules:
             set(3, "b", "").detection_signature(0)
         );
     }
-
-    #[test]
-    fn removing_a_rule_before_any_event_resolves_its_adopted_alert_at_its_own_time() {
-        let mut e = Engine::new(set(1, "a", OTHER), Options::default()).unwrap();
-        let at = T0 + 42 * 1_000_000_000;
-        let n = e.adopt_alerts(&[alert::SavedAlert {
-            rule: "t.other".into(),
-            group: "ND_a".into(),
-            starts_at: T0,
-            notified_at: at,
-        }]);
-        assert_eq!(n, 1);
-        let mut out = Vec::new();
-        e.reload(set(1, "a", ""), &mut out).unwrap();
-        assert_eq!(states(&out), vec![("t.other".into(), AlertState::Resolved)]);
-        assert_eq!(
-            out[0].ends_at.as_deref(),
-            Some(crate::clock::format_rfc3339(at).as_str())
-        );
-    }
 }

@@ -67,44 +67,6 @@ pub struct RestoreSummary {
 }
 
 impl Engine {
-    /// The firing alerts, to save across a restart (see `--state-dir`).
-    pub fn alert_snapshot(&self) -> Vec<alert::SavedAlert> {
-        self.alerts.snapshot(&self.rules.rules)
-    }
-
-    /// Everything a restart carries over: firing alerts and sticky values.
-    pub fn saved_state(&self) -> alert::SavedState {
-        alert::SavedState {
-            alerts: self.alert_snapshot(),
-            sticky: self.decoder.sticky_snapshot(),
-        }
-    }
-
-    /// Restores a [`Engine::saved_state`]; returns the alerts adopted.
-    pub fn restore(&mut self, state: alert::SavedState) -> usize {
-        self.decoder.restore_sticky(state.sticky);
-        self.adopt_alerts(&state.alerts)
-    }
-
-    /// Adopts alerts a previous run had firing and delivered, so a restart
-    /// does not page again for them. Alerts of rules that no longer exist
-    /// are skipped (and logged). Returns how many were adopted.
-    pub fn adopt_alerts(&mut self, saved: &[alert::SavedAlert]) -> usize {
-        let mut n = 0;
-        for s in saved {
-            match self.rules.rules.iter().position(|r| r.id == s.rule) {
-                Some(ri) => {
-                    self.alerts.adopt(ri, &s.group, s.starts_at, s.notified_at);
-                    n += 1;
-                }
-                None => {
-                    tracing::warn!(rule = %s.rule, group = %s.group, "Saved alert of a rule that no longer exists; not adopted.")
-                }
-            }
-        }
-        n
-    }
-
     /// The digest of a rule's detection and group bound.
     fn detection_digest(&self, ri: usize) -> String {
         use std::hash::Hasher;

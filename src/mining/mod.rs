@@ -32,7 +32,7 @@
 
 pub mod watch;
 
-use crate::decode::payload::Level;
+use crate::decode::severity::Level;
 use lru::LruCache;
 use rustc_hash::{FxBuildHasher, FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::{Deserialize, Serialize};

@@ -6,8 +6,8 @@
 
 use super::{Miner, MinerConfig, MinerState, Template};
 use crate::decode::header::Header;
-use crate::decode::level::mining_message;
-use crate::decode::payload::Level;
+use crate::decode::mined::mining_message;
+use crate::decode::severity::Level;
 use crate::rules::Novelty;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -344,7 +344,7 @@ mod tests {
     }
     fn see(w: &mut Watch, t: i64, level: &str, msg: &str) -> Option<String> {
         let text = line(level, msg);
-        let l = crate::decode::level::quick_level(&text, "json");
+        let l = crate::decode::mined::quick_level(&text, "json");
         w.observe(l, &text, "json", None, t * S, true)
             .map(|n| n.template)
     }

@@ -983,35 +983,6 @@ impl Dispatcher {
         move || snapshots_of(&lanes)
     }
 
-    /// Per-receiver counters: (name, sent, failed, dropped).
-    pub fn stats(&self) -> Vec<(String, u64, u64, u64)> {
-        self.stats_reader()()
-    }
-
-    /// A reader of the same counters that outlives the dispatcher, to read
-    /// them after [`Dispatcher::shutdown`] has drained the queues.
-    pub fn stats_reader(&self) -> impl Fn() -> Vec<(String, u64, u64, u64)> + Send + Sync {
-        let lanes: Vec<(String, Arc<LaneShared>)> = self
-            .lanes
-            .iter()
-            .map(|l| (l.name.clone(), l.shared.clone()))
-            .collect();
-        move || {
-            lanes
-                .iter()
-                .map(|(name, shared)| {
-                    let s = &shared.stats;
-                    (
-                        name.clone(),
-                        s.sent.load(Ordering::Relaxed),
-                        s.failed.load(Ordering::Relaxed),
-                        s.dropped.load(Ordering::Relaxed),
-                    )
-                })
-                .collect()
-        }
-    }
-
     /// Closes the queues and waits up to `timeout` for them to drain. What is
     /// left stays in the spool (or, without one, is counted as dropped) and is
     /// logged; returns the receivers that did not finish in time.
@@ -1536,7 +1507,7 @@ mod tests {
         for i in 0..10 {
             d.dispatch(note(i)).await;
         }
-        let (_, _, _, dropped) = d.stats()[0].clone();
+        let dropped = d.snapshots()[0].dropped;
         assert!(dropped >= 7, "dropped {dropped}");
         let left = d.shutdown(Duration::from_millis(100)).await;
         assert_eq!(left, vec!["slow".to_string()]);

@@ -37,7 +37,8 @@ pub struct Router {
 
 impl Router {
     /// A router that sends everything to these receivers only.
-    pub fn with_always(mut self, always: Vec<usize>) -> Router {
+    #[cfg(test)]
+    pub(crate) fn with_always(mut self, always: Vec<usize>) -> Router {
         self.always = always;
         self
     }

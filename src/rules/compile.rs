@@ -10,7 +10,7 @@ use super::{
     BUILTIN, DEFAULT_CHATTER_PER_SECOND, DEFAULT_LEARN_LINES, DEFAULT_MAX_GROUPS,
     DEFAULT_REPEAT_INTERVAL, NOVELTY_RULE,
 };
-use crate::decode::payload::Level;
+use crate::decode::severity::Level;
 use crate::duration::Dur;
 use crate::text::compile_regex;
 use std::collections::{BTreeMap, HashSet};

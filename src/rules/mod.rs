@@ -11,7 +11,7 @@ pub mod model;
 pub mod prometheus;
 pub mod template;
 
-use crate::decode::payload::Level;
+use crate::decode::severity::Level;
 use crate::decode::{KeyConfig, WORKLOAD_KEY};
 use crate::duration::Dur;
 use model::Severity;

@@ -29,9 +29,6 @@ pub enum FileError {
     /// A glob that does not parse.
     #[error("bad glob {0:?}: {1}")]
     Glob(String, String),
-    /// The checkpoint cannot be read or written.
-    #[error("checkpoint {0}: {1}")]
-    Checkpoint(String, String),
 }
 
 /// Counters of the file source.
@@ -367,30 +364,6 @@ pub fn spawn(
     rx
 }
 
-/// The checkpoint file of the file source.
-pub fn checkpoint_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("file-offsets.json")
-}
-
-/// Loads checkpointed offsets of the first state format
-/// (`file-offsets.json`): "dev:ino" → (path, offset).
-pub fn load_checkpoint(state_dir: &Path) -> Result<HashMap<FileId, u64>, FileError> {
-    let p = checkpoint_path(state_dir);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
-        Err(e) => {
-            return Err(FileError::Checkpoint(
-                p.display().to_string(),
-                e.to_string(),
-            ))
-        }
-    };
-    let m: BTreeMap<String, (String, u64)> = serde_json::from_str(&text)
-        .map_err(|e| FileError::Checkpoint(p.display().to_string(), e.to_string()))?;
-    Ok(parse_offsets(&m))
-}
-
 /// Offsets as [`Tailer::offsets`] gives them ("dev:ino" → (path,
 /// offset)), keyed by file identity for [`Tailer::new`].
 pub fn parse_offsets(m: &BTreeMap<String, (String, u64)>) -> HashMap<FileId, u64> {
@@ -403,19 +376,6 @@ pub fn parse_offsets(m: &BTreeMap<String, (String, u64)>) -> HashMap<FileId, u64
         }
     }
     out
-}
-
-/// Saves offsets atomically (the first state format; `run` keeps them in
-/// its checkpoint now).
-pub fn save_checkpoint(
-    state_dir: &Path,
-    offsets: &BTreeMap<String, (String, u64)>,
-) -> Result<(), FileError> {
-    let p = checkpoint_path(state_dir);
-    let body = serde_json::to_vec_pretty(offsets)
-        .map_err(|e| FileError::Checkpoint(p.display().to_string(), e.to_string()))?;
-    crate::durable::write_atomic(&p, &body)
-        .map_err(|e| FileError::Checkpoint(e.path, e.source.to_string()))
 }
 
 #[cfg(test)]
@@ -537,7 +497,7 @@ mod tests {
             .write_all(b"x5-part")
             .unwrap();
         collect(&mut t);
-        save_checkpoint(d.path(), &t.offsets()).unwrap();
+        let saved = parse_offsets(&t.offsets());
         drop(t);
         std::fs::OpenOptions::new()
             .append(true)
@@ -546,7 +506,7 @@ mod tests {
             .write_all(b"ial\n")
             .unwrap();
         append(&f, &range("x", 6, 8));
-        let mut t = Tailer::new(&[glob], load_checkpoint(d.path()).unwrap()).unwrap();
+        let mut t = Tailer::new(&[glob], saved).unwrap();
         let mut want = vec!["x5-partial".to_string()];
         want.extend(range("x", 6, 8));
         assert_eq!(collect(&mut t), want);

@@ -25,3 +25,39 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// The notification the receiver and delivery tests send: a black-hole
+/// alert on one egress node, firing or resolved. Tests change the fields
+/// they are about.
+pub fn black_hole(state: sigwatch::alert::AlertState) -> sigwatch::alert::Notification {
+    use sigwatch::alert::{AlertState, Notification, TopGroup};
+    let group = "NE_2rANN76DeYtZ";
+    Notification {
+        state,
+        rule: "egress.black_hole".into(),
+        title: "One egress node takes most of the failed recordings".into(),
+        severity: "critical".into(),
+        group: group.into(),
+        labels: Default::default(),
+        annotations: Default::default(),
+        starts_at: "2026-11-29T12:00:00.000Z".into(),
+        ends_at: (state == AlertState::Resolved).then(|| "2026-11-29T12:05:00.000Z".into()),
+        count: 48,
+        first_seen: None,
+        last_seen: None,
+        top_groups: vec![TopGroup {
+            group: group.into(),
+            count: 48,
+        }],
+        share: Some(0.96),
+        samples: vec![
+            "{\"msg\":\"egress_failed\",\"error\":\"No space left on the resource.\"}".into(),
+        ],
+        template: None,
+        fingerprint: sigwatch::alert::fingerprint("egress.black_hole", group),
+        repeat: false,
+        incident: None,
+        links: None,
+        origins: Vec::new(),
+    }
+}

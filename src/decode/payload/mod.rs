@@ -20,7 +20,7 @@ use super::time::parse_any;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-pub use super::severity::Level;
+use super::severity::Level;
 
 /// Which format a payload was read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,8 @@ pub fn header_kind(h: &Header) -> &'static str {
 /// The format [`decode`] picks, by name, as the `lines by format`
 /// counters show it: `json`, `console`, `logfmt`, `syslog`, `klog`,
 /// `golog`, `text`, `plain`.
-pub fn sniff(text: &str) -> &'static str {
+#[cfg(test)]
+pub(crate) fn sniff(text: &str) -> &'static str {
     structured_kind(text).unwrap_or_else(|| header_kind(&header::read(text.trim_start(), None)))
 }
 
@@ -364,11 +365,6 @@ pub(super) fn plain(t: &str, malformed: bool) -> Payload {
 
 /// The cheap time extraction for lines that need no full decode: a JSON
 /// object's time keys, a header's stamp, a logfmt `ts=`/`time=`.
-pub fn quick_time(text: &str, reference: Option<i64>) -> Option<i64> {
-    quick_time_at(text, Reference::near(reference))
-}
-
-/// [`quick_time`] with a reference of either kind.
 pub fn quick_time_at(text: &str, reference: Reference) -> Option<i64> {
     let t = text.trim_start();
     if t.starts_with('{') {
@@ -522,7 +518,11 @@ mod tests {
         ];
         let r = parse_rfc3339("2024-05-01T00:00:00Z");
         for l in lines {
-            assert_eq!(quick_time(l, r), decode(l, r).time, "{l}");
+            assert_eq!(
+                quick_time_at(l, Reference::near(r)),
+                decode(l, r).time,
+                "{l}"
+            );
         }
     }
 }

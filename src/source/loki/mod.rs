@@ -7,7 +7,6 @@
 //! nanosecond timestamps. [`poll::Poller`] pages forward with those exact
 //! semantics: no gap, no duplicate (research/apis.md §1.4).
 
-pub mod cursor;
 pub mod poll;
 pub mod range;
 pub mod tail;

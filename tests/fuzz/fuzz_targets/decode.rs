@@ -11,7 +11,7 @@ use sigwatch::decode::KeyConfig;
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let _ = payload::decode(&text, None);
-    let _ = payload::quick_time(&text, None);
+    let _ = peek_time(&text, None, None);
     let _ = sigwatch::decode::quick::quick_get(&text, "nodeID");
     let _ = sigwatch::decode::quick::quick_get_path(&text, "involvedObject.name");
     let _ = peek_time(&text, Some(0), None);

@@ -1,13 +1,14 @@
-//! The level and the message of a line, for template mining (novelty and
+//! What template mining reads of a line: its level and its message (novelty and
 //! `sigwatch templates`). The level is read on every line, so it is cheap:
 //! a JSON or logfmt key, or the header's level word ([`super::header`],
 //! the same reader the full decoder uses). The message is read only for
 //! lines whose level is mined, so it may decode the payload fully.
 
 use super::header;
-use super::payload::{self, Level};
+use super::payload;
 use super::quick::quick_get_by;
 use super::severity;
+use super::severity::Level;
 use memchr::memmem::Finder;
 use std::borrow::Cow;
 use std::sync::LazyLock;
