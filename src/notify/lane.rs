@@ -102,6 +102,15 @@ pub(super) struct LaneQueue {
 }
 
 impl LaneQueue {
+    /// Removes `n` if it is still what `fp` holds: a newer state that
+    /// replaced it while it was being sent stays queued.
+    fn remove_sent(&mut self, fp: &str, n: &Arc<Notification>) {
+        if self.items.get(fp).is_some_and(|cur| Arc::ptr_eq(cur, n)) {
+            self.items.remove(fp);
+            self.order.retain(|f| f != fp);
+        }
+    }
+
     /// Remembers that `n` is done (delivered, or rejected for good).
     pub(super) fn receipt(&mut self, n: &Notification) {
         self.remember(n.fingerprint.clone(), Receipt::of(n));
@@ -341,144 +350,219 @@ pub(super) fn is_transient(e: &NotifyError) -> bool {
     matches!(e, NotifyError::Exhausted { .. })
 }
 
+/// The task of a lane: sends the queue's head, in order, until the queue
+/// is closed and empty.
 pub(super) async fn lane_worker(r: Arc<dyn Receiver>, shared: Arc<LaneShared>, cfg: LaneConfig) {
-    let mut bucket = cfg.rate.map(|(rate, burst)| TokenBucket::new(rate, burst));
-    let mut failures: u32 = 0;
-    let mut forwarded: Option<Arc<Notification>> = None;
-    loop {
-        let notified = shared.wake.notified();
-        let head = {
-            let Ok(q) = shared.q.lock() else { return };
-            match q
-                .order
-                .front()
-                .and_then(|fp| q.items.get(fp).map(|n| (fp.clone(), n.clone())))
-            {
-                Some(h) => Some(h),
-                None if q.closed => {
-                    drop(q);
-                    if shared.spool_dirty.load(Ordering::Relaxed) {
-                        // The last chance to get the receipts on disk.
-                        shared.persist_with(true);
-                    }
-                    return;
+    let mut w = Worker {
+        bucket: cfg.rate.map(|(rate, burst)| TokenBucket::new(rate, burst)),
+        failures: 0,
+        forwarded: None,
+        r,
+        shared,
+        cfg,
+    };
+    w.run().await
+}
+
+/// The queue's head as the task finds it.
+enum Head {
+    Item(String, Arc<Notification>),
+    Empty,
+    /// Closed and drained (or its lock poisoned): the task ends.
+    Closed,
+}
+
+/// What one send came to.
+enum Sent {
+    /// Delivered, or rejected for good: it leaves the queue.
+    Done,
+    /// A transient failure: it stays at the head, retried after a backoff.
+    Retry,
+    /// The receiver is gone: the queue was cleared.
+    Gone,
+}
+
+struct Worker {
+    r: Arc<dyn Receiver>,
+    shared: Arc<LaneShared>,
+    cfg: LaneConfig,
+    bucket: Option<TokenBucket>,
+    /// Transient failures in a row.
+    failures: u32,
+    /// The notification last handed to the fallback.
+    forwarded: Option<Arc<Notification>>,
+}
+
+impl Worker {
+    async fn run(&mut self) {
+        let shared = self.shared.clone();
+        loop {
+            // Armed before the queue is read, so a wake-up between the
+            // read and the wait is not lost.
+            let notified = shared.wake.notified();
+            let (fp, n) = match shared.head() {
+                Head::Closed => return,
+                Head::Empty => {
+                    shared.idle(notified).await;
+                    continue;
                 }
-                None => None,
-            }
-        };
-        if let Some((fp, n)) = head.as_ref() {
-            let told = shared.q.lock().is_ok_and(|q| q.already_told(n));
-            if told {
-                // Made again by a restart that read its lines again: the
-                // receiver knows already.
-                if let Ok(mut q) = shared.q.lock() {
-                    if q.items.get(fp).is_some_and(|cur| Arc::ptr_eq(cur, n)) {
-                        q.items.remove(fp);
-                        q.order.retain(|f| f != fp);
-                    }
-                }
-                shared.stats.duplicates.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(receiver = %shared.name, rule = %n.rule, group = %n.group, state = ?n.state, "Already delivered before the restart; not sent again.");
-                shared.persist();
-                shared.space.notify_waiters();
+                Head::Item(fp, n) => (fp, n),
+            };
+            if shared.forget_if_told(&fp, &n) {
                 continue;
             }
-        }
-        let Some((fp, n)) = head else {
-            match shared.spool_retry_at() {
-                // A spool write put off by a failing disk: retried when due.
-                Some(at) => {
-                    tokio::select! {
-                        _ = notified => {}
-                        _ = tokio::time::sleep_until(at.into()) => shared.persist(),
-                    }
-                }
-                None => notified.await,
+            if let Some(b) = self.bucket.as_mut() {
+                b.take().await;
             }
-            continue;
-        };
-        if let Some(b) = bucket.as_mut() {
-            b.take().await;
+            match self.send(&n).await {
+                Sent::Done => shared.delivered(&fp, &n),
+                Sent::Retry => {
+                    let base = Duration::from_millis(500)
+                        .saturating_mul(1u32 << self.failures.min(8).saturating_sub(1));
+                    let jitter = base.mul_f64((crate::clock::wall_ns() % 1000) as f64 / 4000.0);
+                    tokio::time::sleep((base + jitter).min(self.cfg.max_backoff)).await;
+                }
+                Sent::Gone => {}
+            }
         }
-        let result = r.send(&n).await;
-        let remove = match &result {
+    }
+
+    /// Sends one notification and counts what came of it.
+    async fn send(&mut self, n: &Arc<Notification>) -> Sent {
+        let shared = &self.shared;
+        match self.r.send(n).await {
             Ok(()) => {
                 shared.stats.sent.fetch_add(1, Ordering::Relaxed);
                 shared.failing.store(false, Ordering::Relaxed);
-                failures = 0;
-                true
+                self.failures = 0;
+                Sent::Done
             }
-            Err(e) if is_transient(e) => {
+            Err(e) if is_transient(&e) => {
                 shared.stats.retries.fetch_add(1, Ordering::Relaxed);
                 shared.failing.store(true, Ordering::Relaxed);
-                failures = failures.saturating_add(1);
+                self.failures = self.failures.saturating_add(1);
+                let failures = self.failures;
                 if failures == 1 || failures.is_power_of_two() {
-                    tracing::warn!(receiver = r.name(), error = %e, failures, "Receiver failing; retrying with backoff, nothing dropped.");
+                    tracing::warn!(receiver = self.r.name(), error = %e, failures, "Receiver failing; retrying with backoff, nothing dropped.");
                 }
                 if failures >= FALLBACK_AFTER
-                    && !forwarded.as_ref().is_some_and(|f| Arc::ptr_eq(f, &n))
+                    && !self.forwarded.as_ref().is_some_and(|f| Arc::ptr_eq(f, n))
                 {
-                    if let Some(fb) = shared.fallback.get() {
-                        // The primary stays queued and retried; the fallback
-                        // makes sure someone hears about it meanwhile.
-                        fb.try_enqueue(&n, true);
-                        fb.persist();
-                        fb.wake.notify_one();
-                        forwarded = Some(n.clone());
-                        tracing::warn!(receiver = r.name(), fallback = %fb.name, rule = %n.rule, group = %n.group, "Receiver keeps failing; notification handed to the fallback.");
-                    }
+                    self.hand_to_fallback(n);
                 }
-                false
+                Sent::Retry
             }
             Err(NotifyError::Gone { .. }) => {
-                // Whoever read it stopped reading (`| head`): let the rest
-                // go quietly, once.
-                let left = shared.q.lock().map(|mut q| {
-                    let n = q.order.len();
-                    q.order.clear();
-                    q.items.clear();
-                    n
-                });
-                // Said once: a notification queued before the flag was up
-                // fails the same way and goes quietly too.
-                let already = shared.gone.swap(true, Ordering::Relaxed);
-                shared.space.notify_waiters();
-                if !already {
-                    tracing::info!(
-                        receiver = r.name(),
-                        not_sent = left.unwrap_or(0),
-                        "The receiver closed; nothing more is sent to it."
-                    );
-                }
-                continue;
+                self.gone();
+                Sent::Gone
             }
             Err(e) => {
                 shared.stats.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(receiver = r.name(), error = %e, rule = %n.rule, group = %n.group, state = ?n.state, "Notification rejected; dropped.");
-                true
+                tracing::error!(receiver = self.r.name(), error = %e, rule = %n.rule, group = %n.group, state = ?n.state, "Notification rejected; dropped.");
+                Sent::Done
             }
-        };
-        if remove {
-            if let Ok(mut q) = shared.q.lock() {
-                // Remove only what was sent: a newer state that replaced it
-                // while sending stays queued.
-                if q.items.get(&fp).is_some_and(|cur| Arc::ptr_eq(cur, &n)) {
-                    q.items.remove(&fp);
-                    q.order.retain(|f| f != &fp);
-                }
-                q.receipt(&n);
-            }
-            // At once (no await since the send): the receipt is on disk
-            // before anything else can happen, so a kill -9 right after a
-            // delivery cannot make a restart deliver it again.
-            shared.persist();
-            shared.space.notify_waiters();
-        } else {
-            let base = Duration::from_millis(500)
-                .saturating_mul(1u32 << failures.min(8).saturating_sub(1));
-            let jitter = base.mul_f64((crate::clock::wall_ns() % 1000) as f64 / 4000.0);
-            tokio::time::sleep((base + jitter).min(cfg.max_backoff)).await;
         }
+    }
+
+    /// The primary stays queued and retried; the fallback makes sure
+    /// someone hears about it meanwhile.
+    fn hand_to_fallback(&mut self, n: &Arc<Notification>) {
+        if let Some(fb) = self.shared.fallback.get() {
+            fb.try_enqueue(n, true);
+            fb.persist();
+            fb.wake.notify_one();
+            self.forwarded = Some(n.clone());
+            tracing::warn!(receiver = self.r.name(), fallback = %fb.name, rule = %n.rule, group = %n.group, "Receiver keeps failing; notification handed to the fallback.");
+        }
+    }
+
+    /// Whoever read it stopped reading (`| head`): the rest goes quietly,
+    /// said once — a notification queued before the flag was up fails the
+    /// same way and goes quietly too.
+    fn gone(&self) {
+        let shared = &self.shared;
+        let left = shared.q.lock().map(|mut q| {
+            let n = q.order.len();
+            q.order.clear();
+            q.items.clear();
+            n
+        });
+        let already = shared.gone.swap(true, Ordering::Relaxed);
+        shared.space.notify_waiters();
+        if !already {
+            tracing::info!(
+                receiver = self.r.name(),
+                not_sent = left.unwrap_or(0),
+                "The receiver closed; nothing more is sent to it."
+            );
+        }
+    }
+}
+
+impl LaneShared {
+    /// The queue's head; a closed and empty queue gets its receipts on
+    /// disk one last time.
+    fn head(&self) -> Head {
+        let Ok(q) = self.q.lock() else {
+            return Head::Closed;
+        };
+        let head = q
+            .order
+            .front()
+            .and_then(|fp| q.items.get(fp).map(|n| (fp.clone(), n.clone())));
+        match head {
+            Some((fp, n)) => Head::Item(fp, n),
+            None if q.closed => {
+                drop(q);
+                if self.spool_dirty.load(Ordering::Relaxed) {
+                    self.persist_with(true);
+                }
+                Head::Closed
+            }
+            None => Head::Empty,
+        }
+    }
+
+    /// Waits for work; a spool write put off by a failing disk is retried
+    /// when due meanwhile.
+    async fn idle(&self, notified: tokio::sync::futures::Notified<'_>) {
+        match self.spool_retry_at() {
+            Some(at) => {
+                tokio::select! {
+                    _ = notified => {}
+                    _ = tokio::time::sleep_until(at.into()) => self.persist(),
+                }
+            }
+            None => notified.await,
+        }
+    }
+
+    /// Drops the head when a restart made it again from lines it read
+    /// again and the receiver was told already. Returns whether it did.
+    fn forget_if_told(&self, fp: &str, n: &Arc<Notification>) -> bool {
+        if !self.q.lock().is_ok_and(|q| q.already_told(n)) {
+            return false;
+        }
+        if let Ok(mut q) = self.q.lock() {
+            q.remove_sent(fp, n);
+        }
+        self.stats.duplicates.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(receiver = %self.name, rule = %n.rule, group = %n.group, state = ?n.state, "Already delivered before the restart; not sent again.");
+        self.persist();
+        self.space.notify_waiters();
+        true
+    }
+
+    /// After a delivery: the notification leaves the queue, its receipt is
+    /// kept and on disk at once (no await since the send), so a kill -9
+    /// right after a delivery cannot make a restart deliver it again.
+    fn delivered(&self, fp: &str, n: &Arc<Notification>) {
+        if let Ok(mut q) = self.q.lock() {
+            q.remove_sent(fp, n);
+            q.receipt(n);
+        }
+        self.persist();
+        self.space.notify_waiters();
     }
 }
 
