@@ -1,0 +1,420 @@
+//! The line path: a block or a line decoded, matched, routed to its
+//! rule's detector (or to novelty), and the alerts evaluated on each hit
+//! and on every tick of event time.
+
+use super::{Engine, Role, MAX_HIT_LOG, TICK_NS};
+use crate::alert::Notification;
+use crate::decode::{self, resolve_key, Prepared};
+use crate::detect::{Hit, Step, CLUSTER};
+use crate::matcher::Matcher;
+use crate::mining::watch::Novel;
+use crate::scan;
+use crate::source::{self, Source};
+
+impl Engine {
+    /// Feeds a block of lines with what the block scan found in it (hints
+    /// of an older rule set are ignored). `sources` are the inputs the
+    /// block's runs refer to; the arrival time is the block's. Returns the
+    /// number of lines.
+    pub fn push_block(
+        &mut self,
+        sources: &[Source],
+        block: &source::block::Block,
+        hints: &scan::Hints,
+        out: &mut Vec<Notification>,
+    ) -> u64 {
+        let fallback = Source::named("stdin");
+        let mut cursor = hints.cursor(self.scan_generation);
+        let mut n = 0;
+        self.here.begin(sources);
+        for line in block.lines() {
+            let src = sources.get(line.input).unwrap_or(&fallback);
+            self.here.line(line.input);
+            let hint = cursor.line(line.start, line.end);
+            match line.time {
+                Some(t) => {
+                    if let Some(p) = self.decoder.prepare_at(src, line.text, t, hint) {
+                        self.ingest(&p, out);
+                    }
+                }
+                None => self.push_hinted(src, line.text, block.arrival, hint, out),
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Feeds one raw line. `arrival` is the wall clock in live mode.
+    pub fn push_line(
+        &mut self,
+        source: &Source,
+        line: &str,
+        arrival: Option<i64>,
+        out: &mut Vec<Notification>,
+    ) {
+        self.here.line_of(source);
+        self.push_hinted(source, line, arrival, None, out);
+    }
+
+    fn push_hinted(
+        &mut self,
+        source: &Source,
+        line: &str,
+        arrival: Option<i64>,
+        hint: Option<decode::LineHint<'_>>,
+        out: &mut Vec<Notification>,
+    ) {
+        let p = match hint {
+            Some(h) => self.decoder.prepare_hinted(source, line, arrival, h),
+            None => self.decoder.prepare(source, line, arrival),
+        };
+        if let Some(p) = p {
+            self.ingest(&p, out);
+        }
+        while self.decoder.has_queued() {
+            if let Some(p) = self.decoder.prepare_queued(arrival) {
+                self.ingest(&p, out);
+            }
+        }
+    }
+
+    /// Feeds one line whose event time is known from its transport (a Loki
+    /// entry's timestamp, ns).
+    pub fn push_line_at(
+        &mut self,
+        source: &Source,
+        line: &str,
+        time: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        self.here.line_of(source);
+        if let Some(p) = self.decoder.prepare_at(source, line, time, None) {
+            self.ingest(&p, out);
+        }
+    }
+
+    fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
+        let mut t = p.time;
+        let timed = p.time_from.moves_clocks();
+        if timed {
+            self.min_time = self.min_time.min(t);
+            let max = self.max_time.map_or(t, |m| m.max(t));
+            self.max_time = Some(max);
+            self.watermark = self.watermark.max(max - self.opts.lateness_ns);
+            if t < self.watermark {
+                self.stats.late += 1;
+                t = self.watermark;
+            }
+        } else if let Some(max) = self.max_time {
+            // A line without a time of its own stands at its stream's
+            // previous time, within the window already open: it moves no
+            // clock and is never late.
+            t = t.min(max).max(self.watermark);
+        } else {
+            // No line had a time yet: evaluated at the end (all at one
+            // instant) if none ever does.
+            self.untimed_at = Some(self.untimed_at.map_or(t, |u| u.max(t)));
+        }
+        if let Some(log) = self.hit_log.as_mut() {
+            let bad = log.levels
+                && self
+                    .decoder
+                    .level(p)
+                    .is_some_and(|l| l >= crate::decode::severity::Level::Error);
+            let sec = t.div_euclid(1_000_000_000);
+            let room = log.volume.len() < MAX_HIT_LOG;
+            match log.volume.last_mut() {
+                Some(v) if v.0 == sec => {
+                    v.1 = v.1.saturating_add(1);
+                    v.2 = v.2.saturating_add(u32::from(bad));
+                }
+                _ if room => log.volume.push((sec, 1, u32::from(bad))),
+                _ => {}
+            }
+        }
+        // Population: every event's group key, for spread and share. Each
+        // compiled key is resolved at most once per line, whatever the
+        // number of rules sharing it.
+        self.key_cache.clear();
+        let due = !self.population_rules.is_empty() && {
+            let digest = self.decoder.population_digest(p);
+            self.sampler.due(digest, t)
+        };
+        for i in 0..self.population_rules.len() {
+            if !due {
+                break;
+            }
+            let ri = self.population_rules[i];
+            let mut group = None;
+            for j in 0..self.pop_keys[i].0.len() {
+                let id = self.pop_keys[i].0[j];
+                if let Some(v) = self.cached_key(id, p) {
+                    group = Some(v);
+                    break;
+                }
+            }
+            let Some(g) = group else { continue };
+            let part = match self.pop_keys[i].1 {
+                Some(id) => self.cached_key(id, p),
+                None => Some(CLUSTER.to_string()),
+            };
+            if let Some(part) = part {
+                self.detectors[ri].seen(&g, &part, t);
+                if self
+                    .hit_log
+                    .as_ref()
+                    .is_some_and(|l| l.sightings.len() < MAX_HIT_LOG)
+                {
+                    // The pod as the population reads its keys: from the
+                    // line's scan, memoised per line, no full decode.
+                    let pod = self
+                        .decoder
+                        .key_id("pod")
+                        .and_then(|id| self.cached_key(id, p))
+                        .filter(|pod| *pod != g);
+                    if let Some(log) = self.hit_log.as_mut() {
+                        log.sightings.push((ri, g, pod, t));
+                    }
+                }
+            }
+        }
+        let candidate = match p.prefiltered {
+            Some(false) if self.matcher.needs_scan_on_every_line() => {
+                self.matcher.scan(&p.text, &mut self.scratch)
+            }
+            Some(false) => false,
+            _ => self.matcher.scan(&p.text, &mut self.scratch),
+        };
+        if candidate {
+            self.stats.candidates += 1;
+            let mut event = self.decoder.event(p);
+            event.time = t;
+            let candidates = std::mem::take(&mut self.scratch.candidates);
+            for &cid in &candidates {
+                if !Matcher::confirm(&self.rules.conditions[cid], &mut event) {
+                    continue;
+                }
+                for ui in 0..self.cond_users[cid].len() {
+                    let (ri, role) = self.cond_users[cid][ui];
+                    self.route(ri, role, &event, out);
+                }
+            }
+            self.scratch.candidates = candidates;
+        } else {
+            let text = p.text.trim_ascii();
+            if text.starts_with('{') && !text.ends_with('}') {
+                self.decoder.count_malformed();
+            }
+        }
+        if let Some((ri, w)) = self.novelty.as_mut() {
+            let ri = *ri;
+            let level = self.decoder.level(p);
+            // A trace's frames are mined with their record, not one by one.
+            if w.mines(level) && !p.continues {
+                if let Some(novel) =
+                    w.observe(level, &p.text, p.format, p.header.as_ref(), t, timed)
+                {
+                    self.route_novel(ri, &novel, p, t, out);
+                }
+            }
+        }
+        if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
+            self.tick(self.watermark, out);
+        }
+    }
+
+    fn cached_key(&mut self, id: decode::keys::KeyId, p: &Prepared<'_>) -> Option<String> {
+        if self.key_cache.len() <= id {
+            self.key_cache.resize(id + 1, None);
+        }
+        if let Some(v) = &self.key_cache[id] {
+            return v.clone();
+        }
+        let v = self.decoder.resolve_quick(id, p);
+        self.key_cache[id] = Some(v.clone());
+        v
+    }
+
+    fn route(&mut self, ri: usize, role: Role, event: &decode::Event, out: &mut Vec<Notification>) {
+        let rule = &self.rules.rules[ri];
+        let keys = &self.rules.keys;
+        let get = |k: &str| event.get(k);
+        let group = if rule.group_by.is_empty() {
+            Some(CLUSTER.to_string())
+        } else {
+            rule.group_by
+                .iter()
+                .find_map(|k| resolve_key(keys, k, &get))
+        };
+        let is_population = rule.detect.needs_population();
+        let group = match group {
+            Some(g) => g,
+            None => {
+                self.stats.ungrouped += 1;
+                if is_population {
+                    return;
+                }
+                "unknown".to_string()
+            }
+        };
+        let partition = match &self.partition_keys[ri] {
+            Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| "unknown".to_string()),
+            None => CLUSTER.to_string(),
+        };
+        match role {
+            Role::ResolveOn => {
+                let key = if is_population { partition } else { group };
+                self.detectors[ri].reset(&key);
+                let rule = &self.rules.rules[ri];
+                self.alerts.resolve(ri, rule, &key, event.time, out);
+            }
+            Role::Primary | Role::Then => {
+                self.stats.hits += 1;
+                if self.rule_hits.len() <= ri {
+                    self.rule_hits.resize(ri + 1, 0);
+                }
+                self.rule_hits[ri] += 1;
+                let step = if role == Role::Then {
+                    Step::Then
+                } else {
+                    Step::Primary
+                };
+                let hit = Hit {
+                    group: &group,
+                    partition: &partition,
+                    time: event.time,
+                    step,
+                    sample: &event.text,
+                    origin: self.here.origin(),
+                };
+                self.detectors[ri].observe(&hit);
+                if self.hit_log.is_some() {
+                    let pod = resolve_key(keys, "pod", &get);
+                    self.log_hit(ri, &group, pod, event.time, &event.text);
+                }
+                if self.is_cluster(ri) {
+                    let id = &self.rules.rules[ri].id;
+                    self.exports.hit(id, &partition, &group);
+                }
+                let now = self
+                    .watermark
+                    .max(event.time.min(self.max_time.unwrap_or(event.time)));
+                self.evaluate_hit(ri, &group, now, out);
+            }
+        }
+    }
+
+    /// A line of a new template: a hit of the novelty rule, keyed by the
+    /// template, grouped by the rule's keys. Rare (only new templates after
+    /// learning), so the line is fully decoded for its group.
+    fn route_novel(
+        &mut self,
+        ri: usize,
+        novel: &Novel,
+        p: &Prepared<'_>,
+        t: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        let event = self.decoder.event(p);
+        let rule = &self.rules.rules[ri];
+        let keys = &self.rules.keys;
+        let get = |k: &str| event.get(k);
+        let group = rule
+            .group_by
+            .iter()
+            .find_map(|k| resolve_key(keys, k, &get))
+            .unwrap_or_else(|| {
+                self.stats.ungrouped += 1;
+                "unknown".to_string()
+            });
+        self.stats.hits += 1;
+        if let Some(h) = self.rule_hits.get_mut(ri) {
+            *h += 1;
+        }
+        let hit = Hit {
+            group: &group,
+            partition: &novel.key,
+            time: t,
+            step: Step::Primary,
+            sample: &event.text,
+            origin: self.here.origin(),
+        };
+        self.detectors[ri].observe(&hit);
+        if self.hit_log.is_some() {
+            let pod = resolve_key(keys, "pod", &get);
+            self.log_hit(ri, &group, pod, t, &event.text);
+        }
+        self.detectors[ri].annotate(&novel.key, &novel.template, Some(novel.level.as_str()));
+        let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
+        self.evaluate_hit(ri, &novel.key, now, out);
+    }
+
+    fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
+        self.statuses.clear();
+        self.detectors[ri].evaluate(now, &mut self.statuses);
+        if !self.local_cluster_alerts && self.is_cluster(ri) {
+            return;
+        }
+        let rule = &self.rules.rules[ri];
+        let det = self.detectors[ri].as_ref();
+        self.alerts.apply(ri, rule, &self.statuses, det, now, out);
+        self.alerts.resolve_due(ri, rule, det, now, out);
+    }
+
+    /// After a hit: evaluates just that group where the detector can (so a
+    /// flood of distinct groups costs O(1) per hit); spread and share wait
+    /// for the next tick (≤ 1 s of event time).
+    fn evaluate_hit(&mut self, ri: usize, key: &str, now: i64, out: &mut Vec<Notification>) {
+        self.statuses.clear();
+        if !self.local_cluster_alerts && self.is_cluster(ri) {
+            return;
+        }
+        if self.detectors[ri].evaluate_key(key, now, &mut self.statuses) {
+            let rule = &self.rules.rules[ri];
+            self.alerts.apply(
+                ri,
+                rule,
+                &self.statuses,
+                self.detectors[ri].as_ref(),
+                now,
+                out,
+            );
+        }
+    }
+
+    /// Evaluates every rule at `now` (event time).
+    fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
+        self.last_tick = now;
+        for ri in 0..self.rules.rules.len() {
+            self.evaluate(ri, now, out);
+        }
+    }
+
+    /// Live mode: advances event time while input is idle, so windows slide,
+    /// alerts resolve and absences fire. `now` is the event time the clock
+    /// implies (e.g. newest event time + wall time since it arrived).
+    pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
+        if self.max_time.is_none() {
+            return;
+        }
+        let wm = now - self.opts.lateness_ns;
+        if wm > self.watermark {
+            self.watermark = wm;
+            self.tick(wm, out);
+        }
+    }
+
+    /// End of input: flushes partial lines and evaluates at the newest event
+    /// time (the lateness allowance is no longer needed).
+    pub fn finish(&mut self, out: &mut Vec<Notification>) {
+        for (_, text) in self.decoder.drain_partials() {
+            let src = Source::named("partial");
+            self.push_line(&src, &text, None, out);
+        }
+        if let Some(m) = self.max_time.or(self.untimed_at) {
+            self.watermark = self.watermark.max(m);
+            self.tick(self.watermark, out);
+        }
+        self.decoder.log_input_hints();
+    }
+}
