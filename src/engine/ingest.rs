@@ -94,6 +94,22 @@ impl Engine {
     }
 
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
+        let (t, timed) = self.event_time(p);
+        if self.hit_log.is_some() {
+            self.log_volume(p, t);
+        }
+        self.observe_population(p, t);
+        self.match_line(p, t, out);
+        self.mine(p, t, timed, out);
+        if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
+            self.tick(self.watermark, out);
+        }
+    }
+
+    /// The time a line is evaluated at, and whether it moves the clocks:
+    /// its own (moving the watermark; a late line is counted and evaluated
+    /// at the watermark), or its stream's previous time.
+    fn event_time(&mut self, p: &Prepared<'_>) -> (i64, bool) {
         let mut t = p.time;
         let timed = p.time_from.moves_clocks();
         if timed {
@@ -115,6 +131,11 @@ impl Engine {
             // instant) if none ever does.
             self.untimed_at = Some(self.untimed_at.map_or(t, |u| u.max(t)));
         }
+        (t, timed)
+    }
+
+    /// Lines (and bad ones) per second, for the recording's volume chart.
+    fn log_volume(&mut self, p: &Prepared<'_>, t: i64) {
         if let Some(log) = self.hit_log.as_mut() {
             let bad = log.levels
                 && self
@@ -132,9 +153,12 @@ impl Engine {
                 _ => {}
             }
         }
-        // Population: every event's group key, for spread and share. Each
-        // compiled key is resolved at most once per line, whatever the
-        // number of rules sharing it.
+    }
+
+    /// Population: every event's group key, for spread and share. Each
+    /// compiled key is resolved at most once per line, whatever the
+    /// number of rules sharing it.
+    fn observe_population(&mut self, p: &Prepared<'_>, t: i64) {
         self.key_cache.clear();
         let due = !self.population_rules.is_empty() && {
             let digest = self.decoder.population_digest(p);
@@ -178,6 +202,12 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The rules' conditions: a candidate line (by the matcher's scan, or
+    /// the block scan's hint) is decoded into an event and confirmed per
+    /// condition; each confirmed one goes to the rules that use it.
+    fn match_line(&mut self, p: &Prepared<'_>, t: i64, out: &mut Vec<Notification>) {
         let candidate = match p.prefiltered {
             Some(false) if self.matcher.needs_scan_on_every_line() => {
                 self.matcher.scan(&p.text, &mut self.scratch)
@@ -206,6 +236,10 @@ impl Engine {
                 self.decoder.count_malformed();
             }
         }
+    }
+
+    /// Novelty: the line's template mined, a new one routed to its rule.
+    fn mine(&mut self, p: &Prepared<'_>, t: i64, timed: bool, out: &mut Vec<Notification>) {
         if let Some((ri, w)) = self.novelty.as_mut() {
             let ri = *ri;
             let level = self.decoder.level(p);
@@ -217,9 +251,6 @@ impl Engine {
                     self.route_novel(ri, &novel, p, t, out);
                 }
             }
-        }
-        if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
-            self.tick(self.watermark, out);
         }
     }
 
