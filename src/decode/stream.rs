@@ -164,30 +164,6 @@ impl Decoder {
         slot
     }
 
-    /// Sticky values of every stream that does not mix producers (the
-    /// first state format's view of [`Decoder::streams_state`]).
-    pub fn sticky_snapshot(&self) -> Vec<(String, Vec<(String, String)>)> {
-        self.streams_state()
-            .streams
-            .into_iter()
-            .filter(|s| !s.multiplexed && !s.sticky.is_empty())
-            .map(|s| (s.key, s.sticky))
-            .collect()
-    }
-
-    /// Restores sticky values saved by a previous run (the first state
-    /// format).
-    pub fn restore_sticky(&mut self, saved: Vec<(String, Vec<(String, String)>)>) {
-        self.restored.extend(saved.into_iter().map(|(key, sticky)| {
-            let s = SavedStream {
-                key: key.clone(),
-                sticky,
-                ..SavedStream::default()
-            };
-            (key, s)
-        }));
-    }
-
     /// What the decoder remembers of its streams, for a checkpoint: each
     /// stream's sticky values (a Loki consumer resumes after the startup
     /// lines that declared `nodeID`), their previous values and whether the
