@@ -119,45 +119,41 @@ pub fn load_layered(pack: bool, paths: &[PathBuf]) -> Result<RuleSet, RuleErrors
 /// and the novelty section of the files after them replace the pack's of
 /// the same id instead of clashing with them.
 pub fn compile_layers(files: &[(String, String)], pack: usize) -> Result<RuleSet, RuleErrors> {
-    let mut set = RuleSet::default();
-    let mut errors = Vec::new();
-    let mut literal_total = 0usize;
-    let mut seen_ids: HashSet<String> = HashSet::new();
-    let mut parsed = Vec::new();
-    for (i, (name, text)) in files.iter().enumerate() {
-        match serde_yaml_ng::from_str::<RuleFile>(text) {
-            Ok(mut f) => {
-                if i < pack {
-                    f.layer = Layer::Pack;
-                }
-                parsed.push((name, text, f))
-            }
-            Err(e) => {
-                let (line, column) = e
-                    .location()
-                    .map(|l| (l.line(), l.column()))
-                    .unwrap_or((1, 1));
-                errors.push(RuleError::At {
-                    file: name.clone(),
-                    line,
-                    column,
-                    message: strip_location(&e.to_string()),
-                });
-            }
-        }
-    }
+    let mut c = Compiling::default();
+    let mut parsed = c.parse(files, pack);
     // Aliases and sticky fields first: rules of any file may use them.
     for (_, _, f) in &parsed {
         for (k, v) in &f.aliases {
-            set.keys.aliases.insert(k.clone(), v.clone());
+            c.set.keys.aliases.insert(k.clone(), v.clone());
         }
         for s in &f.sticky {
-            if !set.keys.sticky.contains(s) {
-                set.keys.sticky.push(s.clone());
+            if !c.set.keys.sticky.contains(s) {
+                c.set.keys.sticky.push(s.clone());
             }
         }
     }
-    // One's own rules and novelty replace the pack's.
+    own_replaces_pack(&mut parsed);
+    let parsed_meta: Vec<(String, String, Option<model::NoveltySpec>)> = parsed
+        .iter()
+        .map(|(n, t, f)| (n.to_string(), t.to_string(), f.novelty.clone()))
+        .collect();
+    for (name, text, f) in parsed {
+        c.rules_of(name, text, f);
+    }
+    c.novelty(&parsed_meta);
+    if c.errors.is_empty() {
+        // Incident chains name rules of any file (once they all compiled).
+        c.check_chains(&parsed_meta);
+    }
+    if c.errors.is_empty() {
+        Ok(c.set)
+    } else {
+        Err(RuleErrors(c.errors))
+    }
+}
+
+/// One's own rules and novelty replace the pack's.
+fn own_replaces_pack(parsed: &mut [(&String, &String, RuleFile)]) {
     let own_ids: HashSet<String> = parsed
         .iter()
         .filter(|(_, _, f)| f.layer == Layer::Own)
@@ -176,11 +172,55 @@ pub fn compile_layers(files: &[(String, String)], pack: usize) -> Result<RuleSet
             f.novelty = None;
         }
     }
-    let parsed_meta: Vec<(String, String, Option<model::NoveltySpec>)> = parsed
-        .iter()
-        .map(|(n, t, f)| (n.to_string(), t.to_string(), f.novelty.clone()))
-        .collect();
-    for (name, text, f) in parsed {
+}
+
+/// A rule set being compiled, and what is wrong with it so far.
+#[derive(Default)]
+struct Compiling {
+    set: RuleSet,
+    errors: Vec<RuleError>,
+    seen_ids: HashSet<String>,
+    /// Literal bytes since the bound was last reported.
+    literal_total: usize,
+}
+
+impl Compiling {
+    /// The files parsed (the first `pack` of them the built-in pack); a
+    /// file that does not parse is an error at its line and column.
+    fn parse<'f>(
+        &mut self,
+        files: &'f [(String, String)],
+        pack: usize,
+    ) -> Vec<(&'f String, &'f String, RuleFile)> {
+        let mut parsed = Vec::new();
+        for (i, (name, text)) in files.iter().enumerate() {
+            match serde_yaml_ng::from_str::<RuleFile>(text) {
+                Ok(mut f) => {
+                    if i < pack {
+                        f.layer = Layer::Pack;
+                    }
+                    parsed.push((name, text, f))
+                }
+                Err(e) => {
+                    let (line, column) = e
+                        .location()
+                        .map(|l| (l.line(), l.column()))
+                        .unwrap_or((1, 1));
+                    self.errors.push(RuleError::At {
+                        file: name.clone(),
+                        line,
+                        column,
+                        message: strip_location(&e.to_string()),
+                    });
+                }
+            }
+        }
+        parsed
+    }
+
+    /// The rules of one file, each error at the line of its rule (or of
+    /// the key it is about).
+    fn rules_of(&mut self, name: &String, text: &str, f: RuleFile) {
         let from_pack = f.layer == Layer::Pack;
         let index = Lines::new(text);
         let mut occurrences: std::collections::HashMap<String, usize> =
@@ -204,133 +244,131 @@ pub fn compile_layers(files: &[(String, String)], pack: usize) -> Result<RuleSet
                     message,
                 }
             };
-            if !seen_ids.insert(spec.id.clone()) {
-                errors.push(at(None, format!("duplicate rule id {:?}", spec.id)));
+            if !self.seen_ids.insert(spec.id.clone()) {
+                self.errors
+                    .push(at(None, format!("duplicate rule id {:?}", spec.id)));
                 continue;
             }
-            let conds_before = set.conditions.len();
-            match compile_rule(
-                spec,
-                &mut set,
-                Origin {
-                    file: name.clone(),
-                    line,
-                    pack: from_pack,
-                },
-            ) {
+            let conds_before = self.set.conditions.len();
+            let origin = Origin {
+                file: name.clone(),
+                line,
+                pack: from_pack,
+            };
+            match compile_rule(spec, &mut self.set, origin) {
                 Ok(rule) => {
-                    literal_total += set.conditions[conds_before..]
+                    self.literal_total += self.set.conditions[conds_before..]
                         .iter()
                         .map(literal_bytes)
                         .sum::<usize>();
-                    if literal_total > MAX_SET_LITERAL_BYTES {
-                        errors.push(at(
+                    if self.literal_total > MAX_SET_LITERAL_BYTES {
+                        self.errors.push(at(
                             Some("match"),
                             format!(
                                 "the rules' literals pass {} MiB in all here: the automaton they make would not stay small; split the pack",
                                 MAX_SET_LITERAL_BYTES >> 20
                             ),
                         ));
-                        literal_total = 0;
+                        self.literal_total = 0;
                     }
-                    set.rules.push(rule)
+                    self.set.rules.push(rule)
                 }
-                Err((key, msg)) => errors.push(at(key, msg)),
+                Err((key, msg)) => self.errors.push(at(key, msg)),
             }
         }
     }
-    // Novelty: on unless a file turns it off; one file at most sets it.
-    let mut novelty: Option<(&String, &String, &model::NoveltySpec)> = None;
-    for (name, text, f) in &parsed_meta {
-        let Some(spec) = f else { continue };
-        let (line, column) = locate_top(text, "novelty");
-        if let Some((first, _, _)) = novelty {
-            errors.push(RuleError::At {
-                file: name.to_string(),
-                line,
-                column,
-                message: format!("novelty is already configured in {first}; one file sets it"),
-            });
-            continue;
-        }
-        novelty = Some((name, text, spec));
-    }
-    let default_spec = model::NoveltySpec::default();
-    let (origin, spec) = match novelty {
-        Some((name, text, spec)) => (
-            Origin {
-                file: name.clone(),
-                line: locate_top(text, "novelty").0,
-                pack: BUILTIN.iter().any(|(n, t)| n == name && t == text),
-            },
-            spec,
-        ),
-        None => (
-            Origin {
-                file: "(built in)".into(),
-                line: 0,
-                pack: true,
-            },
-            &default_spec,
-        ),
-    };
-    if spec.enabled != Some(false) && errors.is_empty() {
-        if seen_ids.contains(NOVELTY_RULE) {
-            errors.push(RuleError::At {
-                file: origin.file.clone(),
-                line: origin.line.max(1),
-                column: 1,
-                message: format!("rule id {NOVELTY_RULE:?} is reserved for novelty"),
-            });
-        } else {
-            match compile_novelty(spec, &mut set, origin.clone()) {
-                Ok(rule) => set.rules.push(rule),
-                Err(message) => errors.push(RuleError::At {
-                    file: origin.file.clone(),
-                    line: origin.line.max(1),
-                    column: 1,
-                    message: format!("novelty: {message}"),
-                }),
-            }
-        }
-    }
-    // Incident chains name rules of any file (once they all compiled).
-    let rules_ok = errors.is_empty();
-    for r in set.rules.iter().filter(|_| rules_ok) {
-        for c in &r.caused_by {
-            let problem = if c == &r.id {
-                Some("a rule cannot be caused by itself".to_string())
-            } else if !set.rules.iter().any(|o| &o.id == c) {
-                Some(format!("caused_by names unknown rule {c:?}"))
-            } else {
-                None
-            };
-            if let Some(message) = problem {
-                let (line, column) = parsed_text(&parsed_meta, &r.origin.file)
-                    .map_or((r.origin.line, 1), |t| {
-                        locate(t, &r.id, 0, Some("caused_by"))
-                    });
-                errors.push(RuleError::At {
-                    file: r.origin.file.clone(),
+
+    /// Novelty: on unless a file turns it off; one file at most sets it.
+    fn novelty(&mut self, parsed_meta: &[(String, String, Option<model::NoveltySpec>)]) {
+        let mut novelty: Option<(&String, &String, &model::NoveltySpec)> = None;
+        for (name, text, f) in parsed_meta {
+            let Some(spec) = f else { continue };
+            let (line, column) = locate_top(text, "novelty");
+            if let Some((first, _, _)) = novelty {
+                self.errors.push(RuleError::At {
+                    file: name.to_string(),
                     line,
                     column,
-                    message,
+                    message: format!("novelty is already configured in {first}; one file sets it"),
+                });
+                continue;
+            }
+            novelty = Some((name, text, spec));
+        }
+        let default_spec = model::NoveltySpec::default();
+        let (origin, spec) = match novelty {
+            Some((name, text, spec)) => (
+                Origin {
+                    file: name.clone(),
+                    line: locate_top(text, "novelty").0,
+                    pack: BUILTIN.iter().any(|(n, t)| n == name && t == text),
+                },
+                spec,
+            ),
+            None => (
+                Origin {
+                    file: "(built in)".into(),
+                    line: 0,
+                    pack: true,
+                },
+                &default_spec,
+            ),
+        };
+        if spec.enabled == Some(false) || !self.errors.is_empty() {
+            return;
+        }
+        let at = |message: String| RuleError::At {
+            file: origin.file.clone(),
+            line: origin.line.max(1),
+            column: 1,
+            message,
+        };
+        if self.seen_ids.contains(NOVELTY_RULE) {
+            self.errors.push(at(format!(
+                "rule id {NOVELTY_RULE:?} is reserved for novelty"
+            )));
+            return;
+        }
+        match compile_novelty(spec, &mut self.set, origin.clone()) {
+            Ok(rule) => self.set.rules.push(rule),
+            Err(message) => self.errors.push(at(format!("novelty: {message}"))),
+        }
+    }
+
+    /// Incident chains (`caused_by`) name rules that exist, other than
+    /// their own; incident names are not empty.
+    fn check_chains(&mut self, parsed_meta: &[(String, String, Option<model::NoveltySpec>)]) {
+        for r in &self.set.rules {
+            for c in &r.caused_by {
+                let problem = if c == &r.id {
+                    Some("a rule cannot be caused by itself".to_string())
+                } else if !self.set.rules.iter().any(|o| &o.id == c) {
+                    Some(format!("caused_by names unknown rule {c:?}"))
+                } else {
+                    None
+                };
+                if let Some(message) = problem {
+                    let (line, column) = parsed_text(parsed_meta, &r.origin.file)
+                        .map_or((r.origin.line, 1), |t| {
+                            locate(t, &r.id, 0, Some("caused_by"))
+                        });
+                    self.errors.push(RuleError::At {
+                        file: r.origin.file.clone(),
+                        line,
+                        column,
+                        message,
+                    });
+                }
+            }
+            if r.incident.as_deref().is_some_and(|n| n.trim().is_empty()) {
+                self.errors.push(RuleError::At {
+                    file: r.origin.file.clone(),
+                    line: r.origin.line,
+                    column: 1,
+                    message: "incident: the name is empty".into(),
                 });
             }
         }
-        if r.incident.as_deref().is_some_and(|n| n.trim().is_empty()) {
-            errors.push(RuleError::At {
-                file: r.origin.file.clone(),
-                line: r.origin.line,
-                column: 1,
-                message: "incident: the name is empty".into(),
-            });
-        }
-    }
-    if errors.is_empty() {
-        Ok(set)
-    } else {
-        Err(RuleErrors(errors))
     }
 }
 
@@ -381,6 +419,63 @@ fn compile_novelty(
     set: &mut RuleSet,
     origin: Origin,
 ) -> Result<Rule, String> {
+    let n = novelty_settings(spec)?;
+    let group_by = spec
+        .group_by
+        .as_ref()
+        .map(|g| g.to_vec())
+        .unwrap_or_else(|| vec!["node".to_string()]);
+    if group_by.is_empty() || group_by.iter().any(|g| g.trim().is_empty()) {
+        return Err("group_by needs a key".into());
+    }
+    let compiled = novelty_annotations(spec, &group_by[0])?;
+    set.conditions.push(Condition {
+        never: true,
+        ..Condition::default()
+    });
+    let cond = set.conditions.len() - 1;
+    let window = n.window;
+    Ok(Rule {
+        id: NOVELTY_RULE.to_string(),
+        title: "New error template".into(),
+        severity: spec.severity.unwrap_or(Severity::Warning),
+        description: Some(
+            "A log template never seen before (or not for a long time) at a paging level, \
+             on enough lines of one group or on several groups: a failure mode no rule names."
+                .into(),
+        ),
+        cond,
+        resolve_on: None,
+        group_by,
+        resolve_after: window,
+        detect: Detect::Novelty(n),
+        for_: non_negative(spec.for_, 30, "for")?,
+        repeat_interval: spec
+            .repeat_interval
+            .unwrap_or(DEFAULT_REPEAT_INTERVAL)
+            .ns()
+            .max(1),
+        max_groups: DEFAULT_MAX_GROUPS,
+        annotations: compiled,
+        labels: spec.labels.clone(),
+        examples: Default::default(),
+        caused_by: Vec::new(),
+        incident: None,
+        origin,
+    })
+}
+
+/// A duration setting, `default` seconds when absent; negative is an error.
+fn non_negative(v: Option<Dur>, default: i64, what: &str) -> Result<i64, String> {
+    let ns = v.unwrap_or(Dur::secs(default)).ns();
+    if ns < 0 {
+        return Err(format!("{what} must not be negative"));
+    }
+    Ok(ns)
+}
+
+/// The novelty section's settings, checked, with their defaults.
+fn novelty_settings(spec: &model::NoveltySpec) -> Result<Novelty, String> {
     let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let (levels, unleveled) = novelty_levels(
         spec.levels
@@ -401,13 +496,7 @@ fn compile_novelty(
             l.as_str()
         ));
     }
-    let d = |v: Option<Dur>, default: i64, what: &str| -> Result<i64, String> {
-        let ns = v.unwrap_or(Dur::secs(default)).ns();
-        if ns < 0 {
-            return Err(format!("{what} must not be negative"));
-        }
-        Ok(ns)
-    };
+    let d = non_negative;
     let window = d(spec.window, 300, "window")?;
     if window == 0 {
         return Err("window must be positive".into());
@@ -419,7 +508,7 @@ fn compile_novelty(
     if variable_after < 2 {
         return Err("variable_after must be 2 or more".into());
     }
-    let n = Novelty {
+    Ok(Novelty {
         levels,
         unleveled,
         chatter_per_second: spec
@@ -441,16 +530,15 @@ fn compile_novelty(
             .filter(|s| !s.is_empty())
             .cloned()
             .collect(),
-    };
-    let group_by = spec
-        .group_by
-        .as_ref()
-        .map(|g| g.to_vec())
-        .unwrap_or_else(|| vec!["node".to_string()]);
-    if group_by.is_empty() || group_by.iter().any(|g| g.trim().is_empty()) {
-        return Err("group_by needs a key".into());
-    }
-    let noun = group_by[0].clone();
+    })
+}
+
+/// The novelty rule's annotations: the defaults, then the section's own;
+/// its labels may not override sigwatch's.
+fn novelty_annotations(
+    spec: &model::NoveltySpec,
+    noun: &str,
+) -> Result<BTreeMap<String, Template>, String> {
     let mut annotations = BTreeMap::new();
     let defaults = [
         (
@@ -480,39 +568,7 @@ fn compile_novelty(
             ));
         }
     }
-    set.conditions.push(Condition {
-        never: true,
-        ..Condition::default()
-    });
-    let cond = set.conditions.len() - 1;
-    Ok(Rule {
-        id: NOVELTY_RULE.to_string(),
-        title: "New error template".into(),
-        severity: spec.severity.unwrap_or(Severity::Warning),
-        description: Some(
-            "A log template never seen before (or not for a long time) at a paging level, \
-             on enough lines of one group or on several groups: a failure mode no rule names."
-                .into(),
-        ),
-        cond,
-        resolve_on: None,
-        group_by,
-        resolve_after: window,
-        detect: Detect::Novelty(n),
-        for_: d(spec.for_, 30, "for")?,
-        repeat_interval: spec
-            .repeat_interval
-            .unwrap_or(DEFAULT_REPEAT_INTERVAL)
-            .ns()
-            .max(1),
-        max_groups: DEFAULT_MAX_GROUPS,
-        annotations: compiled,
-        labels: spec.labels.clone(),
-        examples: Default::default(),
-        caused_by: Vec::new(),
-        incident: None,
-        origin,
-    })
+    Ok(compiled)
 }
 
 /// serde_yaml appends " at line L column C"; we print the location up front.
