@@ -281,10 +281,29 @@ fn summary(
     bytes: u64,
     took: Duration,
 ) -> String {
-    use std::fmt::Write;
     let s = engine.stats();
-    let secs = took.as_secs_f64().max(1e-3);
     let mut o = String::new();
+    summary_input(&mut o, engine, &s, lines, bytes, took);
+    summary_counted(&mut o, &s, lines);
+    if let Some(n) = &s.novelty {
+        summary_templates(&mut o, n);
+    }
+    summary_end(&mut o, delivery);
+    summary_rules(&mut o, engine, alerts);
+    o
+}
+
+/// Throughput, the time span and the lines by format.
+fn summary_input(
+    o: &mut String,
+    engine: &Engine,
+    s: &crate::engine::Stats,
+    lines: u64,
+    bytes: u64,
+    took: Duration,
+) {
+    use std::fmt::Write;
+    let secs = took.as_secs_f64().max(1e-3);
     let _ = writeln!(
         o,
         "\nreplayed   {} lines, {:.1} MiB in {:.2} s ({} lines/s)",
@@ -327,6 +346,12 @@ fn summary(
             formats.join(" · ")
         }
     );
+}
+
+/// What was counted rather than read as usual: hints about the input,
+/// drops, cuts and late lines.
+fn summary_counted(o: &mut String, s: &crate::engine::Stats, lines: u64) {
+    use std::fmt::Write;
     let d = &s.decode;
     for h in d.input_hints() {
         let _ = writeln!(o, "note       {h}");
@@ -363,32 +388,40 @@ fn summary(
             indicatif::HumanCount(lines)
         );
     }
-    if let Some(n) = &s.novelty {
-        let _ = writeln!(
-            o,
-            "templates  {} known from {} lines mined{}{}{}",
-            indicatif::HumanCount(n.templates),
-            indicatif::HumanCount(n.mined),
-            match (n.learning, n.learn_lines_left) {
-                (true, 0) => " · still learning (its learn_for of event time has not passed)".to_string(),
-                (true, left) => format!(
-                    " · still learning: {} more lines to mine before new templates count (novelty.learn_lines)",
-                    indicatif::HumanCount(left)
-                ),
-                (false, _) => String::new(),
-            },
-            if n.novel_templates > 0 {
-                format!(" · {} new after learning", n.novel_templates)
-            } else {
-                String::new()
-            },
-            if n.templates_evicted > 0 {
-                format!(" · {} evicted", n.templates_evicted)
-            } else {
-                String::new()
-            }
-        );
-    }
+}
+
+/// The templates novelty knows and how far its learning is.
+fn summary_templates(o: &mut String, n: &crate::mining::watch::WatchStats) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "templates  {} known from {} lines mined{}{}{}",
+        indicatif::HumanCount(n.templates),
+        indicatif::HumanCount(n.mined),
+        match (n.learning, n.learn_lines_left) {
+            (true, 0) => " · still learning (its learn_for of event time has not passed)".to_string(),
+            (true, left) => format!(
+                " · still learning: {} more lines to mine before new templates count (novelty.learn_lines)",
+                indicatif::HumanCount(left)
+            ),
+            (false, _) => String::new(),
+        },
+        if n.novel_templates > 0 {
+            format!(" · {} new after learning", n.novel_templates)
+        } else {
+            String::new()
+        },
+        if n.templates_evicted > 0 {
+            format!(" · {} evicted", n.templates_evicted)
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// Incidents and alerts still open at the end.
+fn summary_end(o: &mut String, delivery: &Delivery) {
+    use std::fmt::Write;
     let open = delivery.incidents.open();
     let st = delivery.incidents.stats();
     if st.opened > 0 {
@@ -423,7 +456,11 @@ fn summary(
             let _ = writeln!(o, "           … and {} more", firing.len() - 10);
         }
     }
-    // The rules that saw something; the others in one line.
+}
+
+/// Matches and alerts per rule that saw something; the others in one line.
+fn summary_rules(o: &mut String, engine: &Engine, alerts: &BTreeMap<String, (u64, u64)>) {
+    use std::fmt::Write;
     let rules: Vec<(String, u64, u64, u64)> = engine
         .rule_stats()
         .into_iter()
@@ -459,5 +496,4 @@ fn summary(
             if rules.len() == quiet { "\n" } else { "" }
         );
     }
-    o
 }

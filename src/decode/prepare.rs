@@ -59,7 +59,11 @@ impl Decoder {
         if self.stats.lines == HINT_AFTER_LINES {
             self.log_input_hints();
         }
-        let prefiltered = self.apply_hint(hint, line, &text);
+        let borrowed = match &text {
+            Cow::Borrowed(t) => Some(*t),
+            Cow::Owned(_) => None,
+        };
+        let prefiltered = self.apply_hint(hint, line, borrowed);
         let time = self.update_stream(sid, &text, wrapper_time, arrival, source, format);
         let continues = self.follow_record(sid, &text, format);
         Some(Prepared {
@@ -224,18 +228,19 @@ impl Decoder {
     }
 
     /// The block scan's findings apply when the text is a slice of the raw
-    /// line (no colour codes removed, no unescaping, no joining): whether
+    /// line (`borrowed`: no colour codes removed, no unescaping, no
+    /// joining): whether
     /// a literal was flagged on it (None: not known), where `after` keys
     /// may stand, and the key spans it found.
     fn apply_hint(
         &mut self,
         hint: Option<LineHint<'_>>,
         line: &str,
-        text: &Cow<'_, str>,
+        borrowed: Option<&str>,
     ) -> Option<bool> {
         let mut prefiltered = None;
         self.full_scanned = false;
-        let (Some(h), Cow::Borrowed(t)) = (hint, text) else {
+        let (Some(h), Some(t)) = (hint, borrowed) else {
             return None;
         };
         let off = (t.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);

@@ -75,7 +75,6 @@ pub(super) fn is_framed_wild(tok: &str) -> bool {
 /// `key=<*>` for a `key=value` token (its closing punctuation kept:
 /// `(uid=0),` → `(uid=<*>),`), if it is one and its value is not already
 /// a variable.
-
 pub(super) fn keyed_wild(tok: &str) -> Option<String> {
     let eq = tok.find('=')?;
     let value = &tok[eq + 1..];

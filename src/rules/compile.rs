@@ -220,7 +220,7 @@ impl Compiling {
 
     /// The rules of one file, each error at the line of its rule (or of
     /// the key it is about).
-    fn rules_of(&mut self, name: &String, text: &str, f: RuleFile) {
+    fn rules_of(&mut self, name: &str, text: &str, f: RuleFile) {
         let from_pack = f.layer == Layer::Pack;
         let index = Lines::new(text);
         let mut occurrences: std::collections::HashMap<String, usize> =
@@ -238,7 +238,7 @@ impl Compiling {
                     .map(|k| index.locate(&id, nth, Some(k)))
                     .unwrap_or((line, col));
                 RuleError::At {
-                    file: name.clone(),
+                    file: name.to_string(),
                     line,
                     column,
                     message,
@@ -251,7 +251,7 @@ impl Compiling {
             }
             let conds_before = self.set.conditions.len();
             let origin = Origin {
-                file: name.clone(),
+                file: name.to_string(),
                 line,
                 pack: from_pack,
             };
