@@ -131,21 +131,7 @@ pub async fn replay(
     let started = std::time::Instant::now();
     // Reading and the block scan run off the detection path, a few blocks
     // ahead of it (bounded: the reader waits when they pile up).
-    let slot = engine.scanner();
-    let (mut rx, reader, sources, total) = match &from {
-        ReplayFrom::Files(files) => {
-            let input = crate::source::replay::open(files, crate::decode::peek_time)?;
-            let (tx, rx) = tokio::sync::mpsc::channel::<Scanned>(4);
-            let reader = crate::source::block::spawn_into(input.blocks, tx, move |item| {
-                let b = item?;
-                let hints = slot.get().scan(&b.data);
-                Ok((b, hints, None))
-            })
-            .map_err(AppError::io("cannot start the reader thread"))?;
-            (rx, Some(reader), input.sources, input.total)
-        }
-        ReplayFrom::Loki(l) => (spawn_loki(l, slot)?, None, Vec::new(), None),
-    };
+    let (mut rx, reader, sources, total) = start_reading(&from, engine.scanner())?;
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| progress_bar(total));
     if let Some(bar) = &bar {
         // Notifications printed on the same terminal go around the bar
@@ -214,31 +200,73 @@ pub async fn replay(
             "{}",
             summary(&engine, &d, &alerts, lines, bytes, started.elapsed())
         ),
-        Summary::Log => {
-            let s = engine.stats();
-            let rules: BTreeMap<String, (u64, u64, u64)> = engine
-                .rule_stats()
-                .into_iter()
-                .map(|(id, hits, _)| {
-                    let (f, r) = alerts.get(&id).copied().unwrap_or_default();
-                    (id, (hits, f, r))
-                })
-                .collect();
-            let span = engine.time_span();
-            tracing::info!(
-                lines,
-                bytes,
-                seconds = started.elapsed().as_secs_f64(),
-                first = span.map(|(a, _)| crate::clock::format_rfc3339(a)),
-                last = span.map(|(_, b)| crate::clock::format_rfc3339(b)),
-                formats = %serde_json::to_string(&s.decode.formats).unwrap_or_default(),
-                rules = %serde_json::to_string(&rules).unwrap_or_default(),
-                "Replay summary (per rule: matches, fired, resolved)."
-            );
-        }
+        Summary::Log => log_summary(&engine, &alerts, lines, bytes, started.elapsed()),
         Summary::Off => {}
     }
     Ok(finish(&p, &engine, d).await)
+}
+
+/// The files merged by time, or the Loki range, read and block-scanned on a
+/// thread (or task) of its own a few blocks ahead of detection: the
+/// channel of scanned blocks, the reader thread, the files' sources, and
+/// the bytes to read when known.
+#[allow(clippy::type_complexity)]
+fn start_reading(
+    from: &ReplayFrom,
+    slot: crate::scan::ScannerSlot,
+) -> Result<
+    (
+        tokio::sync::mpsc::Receiver<Scanned>,
+        Option<std::thread::JoinHandle<Vec<(String, crate::source::stdin::ReadStats)>>>,
+        Vec<Source>,
+        Option<u64>,
+    ),
+    AppError,
+> {
+    match from {
+        ReplayFrom::Files(files) => {
+            let input = crate::source::replay::open(files, crate::decode::peek_time)?;
+            let (tx, rx) = tokio::sync::mpsc::channel::<Scanned>(4);
+            let reader = crate::source::block::spawn_into(input.blocks, tx, move |item| {
+                let b = item?;
+                let hints = slot.get().scan(&b.data);
+                Ok((b, hints, None))
+            })
+            .map_err(AppError::io("cannot start the reader thread"))?;
+            Ok((rx, Some(reader), input.sources, input.total))
+        }
+        ReplayFrom::Loki(l) => Ok((spawn_loki(l, slot)?, None, Vec::new(), None)),
+    }
+}
+
+/// The summary as one log line (per rule: matches, fired, resolved).
+fn log_summary(
+    engine: &Engine,
+    alerts: &BTreeMap<String, (u64, u64)>,
+    lines: u64,
+    bytes: u64,
+    took: Duration,
+) {
+    let s = engine.stats();
+    let rules: BTreeMap<String, (u64, u64, u64)> = engine
+        .rule_stats()
+        .into_iter()
+        .map(|(id, hits, _)| {
+            let (f, r) = alerts.get(&id).copied().unwrap_or_default();
+            (id, (hits, f, r))
+        })
+        .collect();
+    let span = engine.time_span();
+    tracing::info!(
+        lines,
+        bytes,
+        seconds = took.as_secs_f64(),
+        first = span.map(|(a, _)| crate::clock::format_rfc3339(a)),
+        last = span.map(|(_, b)| crate::clock::format_rfc3339(b)),
+        formats = %serde_json::to_string(&s.decode.formats).unwrap_or_default(),
+        rules = %serde_json::to_string(&rules).unwrap_or_default(),
+        "Replay summary (per rule: matches, fired, resolved)."
+    );
 }
 
 fn progress_bar(total: Option<u64>) -> indicatif::ProgressBar {
