@@ -167,9 +167,8 @@ impl Delivery {
     }
 
     /// Also records the live report of `run` (`/report`).
-    pub fn with_live_recorder(mut self, set: &RuleSet) -> Delivery {
+    pub fn record_live(&mut self, set: &RuleSet) {
         self.recorder = Some(Recorder::live(set));
-        self
     }
 
     /// New rules: new links for incidents still to come.

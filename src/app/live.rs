@@ -33,21 +33,8 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
             "Sharded: this replica takes its share of the Loki streams; spread and share rules are exported to /metrics for Prometheus, not alerted here."
         );
     }
-    // The state directory is this process's alone; writers that died
-    // mid-write left temporary files, removed before anything else.
     let lock = match &a.state_dir {
-        Some(dir) => {
-            let lock = take_state_dir(dir).await?;
-            let stale = crate::durable::remove_stale_temps(dir)
-                + crate::durable::remove_stale_temps(&dir.join("spool"));
-            if stale > 0 {
-                tracing::info!(
-                    files = stale,
-                    "Temporary files of an interrupted write removed."
-                );
-            }
-            Some(lock)
-        }
+        Some(dir) => Some(lock_state_dir(dir).await?),
         None => None,
     };
     let loaded = match &a.state_dir {
@@ -55,35 +42,11 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
         None => checkpoint::Loaded::Fresh,
     };
     let mut out = Vec::new();
-    let mut resume = sources::Resume::default();
-    let mut saved_files = BTreeMap::new();
-    #[allow(clippy::type_complexity)]
-    let mut restored: Option<(
-        crate::incident::IncidentsState,
-        Vec<Notification>,
-        BTreeMap<String, crate::notify::alertmanager::ActiveState>,
-    )> = None;
-    match loaded {
-        checkpoint::Loaded::Fresh => {}
-        checkpoint::Loaded::Current(c) => {
-            let c = *c;
-            let s = engine.restore_checkpoint(c.engine, &mut out);
-            tracing::info!(
-                saved_at = %c.saved_at,
-                rules_restored = s.kept,
-                rules_changed = s.changed,
-                rules_added = s.added,
-                rules_removed = s.removed,
-                alerts = s.alerts,
-                resolved = s.resolved,
-                "Checkpoint restored: detection goes on where it stopped."
-            );
-            resume.loki = c.loki;
-            resume.files = crate::source::file::parse_offsets(&c.files);
-            saved_files = c.files;
-            restored = Some((c.incidents, c.board, c.alertmanager));
-        }
-    }
+    let Restored {
+        resume,
+        saved_files,
+        restored,
+    } = restore(&mut engine, loaded, &mut out);
     if let Some(dir) = &a.state_dir {
         // The templates of the previous run: no second learning period.
         let t = templates_path(dir);
@@ -135,13 +98,107 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     d.deliver(&mut out, engine.watermark()).await;
     let telemetry = Arc::new(Telemetry::new());
     telemetry.set_rules_loaded();
+    serve_status(&a, &mut d, &mut engine, &telemetry).await?;
+    match (&started.loki_health, a.files.is_empty()) {
+        (Some(health), _) => {
+            let health = health.clone();
+            telemetry.set_source_check(Box::new(move || health.readiness(wall_ns())));
+        }
+        (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
+        (None, true) => telemetry.set_source(true, "stdin"),
+    }
+    drive(p, engine, d, (rx, reloads), state, telemetry).await
+}
+
+/// The state directory is this process's alone (see [`take_state_dir`]);
+/// writers that died mid-write left temporary files, removed before
+/// anything else.
+async fn lock_state_dir(dir: &std::path::Path) -> Result<crate::durable::DirLock, AppError> {
+    let lock = take_state_dir(dir).await?;
+    let stale = crate::durable::remove_stale_temps(dir)
+        + crate::durable::remove_stale_temps(&dir.join("spool"));
+    if stale > 0 {
+        tracing::info!(
+            files = stale,
+            "Temporary files of an interrupted write removed."
+        );
+    }
+    Ok(lock)
+}
+
+/// What a checkpoint gives back beyond the engine's state: where the
+/// sources resume, the files' saved offsets, and the incidents, the board
+/// and the Alertmanager receivers' active alerts.
+struct Restored {
+    resume: sources::Resume,
+    saved_files: BTreeMap<String, (String, u64)>,
+    #[allow(clippy::type_complexity)]
+    restored: Option<(
+        crate::incident::IncidentsState,
+        Vec<Notification>,
+        BTreeMap<String, crate::notify::alertmanager::ActiveState>,
+    )>,
+}
+
+/// Restores the engine from what the state directory held (resolves of
+/// alerts whose rules are gone go into `out`).
+fn restore(
+    engine: &mut crate::engine::Engine,
+    loaded: checkpoint::Loaded,
+    out: &mut Vec<Notification>,
+) -> Restored {
+    let mut resume = sources::Resume::default();
+    let mut saved_files = BTreeMap::new();
+    #[allow(clippy::type_complexity)]
+    let mut restored: Option<(
+        crate::incident::IncidentsState,
+        Vec<Notification>,
+        BTreeMap<String, crate::notify::alertmanager::ActiveState>,
+    )> = None;
+    match loaded {
+        checkpoint::Loaded::Fresh => {}
+        checkpoint::Loaded::Current(c) => {
+            let c = *c;
+            let s = engine.restore_checkpoint(c.engine, out);
+            tracing::info!(
+                saved_at = %c.saved_at,
+                rules_restored = s.kept,
+                rules_changed = s.changed,
+                rules_added = s.added,
+                rules_removed = s.removed,
+                alerts = s.alerts,
+                resolved = s.resolved,
+                "Checkpoint restored: detection goes on where it stopped."
+            );
+            resume.loki = c.loki;
+            resume.files = crate::source::file::parse_offsets(&c.files);
+            saved_files = c.files;
+            restored = Some((c.incidents, c.board, c.alertmanager));
+        }
+    }
+    Restored {
+        resume,
+        saved_files,
+        restored,
+    }
+}
+
+/// The status page, `/healthz`, `/readyz` and `/metrics`, unless
+/// `--listen none`; a default address that is taken is no error (piping
+/// into a second sigwatch is normal), an address asked for is.
+async fn serve_status(
+    a: &SourceOptions,
+    d: &mut Delivery,
+    engine: &mut crate::engine::Engine,
+    telemetry: &Arc<Telemetry>,
+) -> Result<(), AppError> {
     let addr = a.listen.as_deref().unwrap_or(sources::DEFAULT_LISTEN);
     if addr != "none" {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(listener) => {
                 // The status page links to a report of this run, rendered
                 // when asked for.
-                d = d.with_live_recorder(engine.rules());
+                d.record_live(engine.rules());
                 engine.record_hits(true, false);
                 tracing::info!(
                     addr,
@@ -162,15 +219,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
             Err(e) => return Err(AppError::io(format!("cannot listen on {addr}"))(e)),
         }
     }
-    match (&started.loki_health, a.files.is_empty()) {
-        (Some(health), _) => {
-            let health = health.clone();
-            telemetry.set_source_check(Box::new(move || health.readiness(wall_ns())));
-        }
-        (None, false) => telemetry.set_source(true, &format!("files {}", a.files.join(" "))),
-        (None, true) => telemetry.set_source(true, "stdin"),
-    }
-    drive(p, engine, d, (rx, reloads), state, telemetry).await
+    Ok(())
 }
 
 /// How long a start waits for the state directory while another sigwatch
@@ -333,35 +382,7 @@ async fn drive(
                     d.deliver(&mut out, engine.watermark()).await;
                     break;
                 };
-                let arrival = match input {
-                    Input::Stdin(block, hints) => {
-                        engine.push_block(std::slice::from_ref(&stdin), &block, &hints, &mut out);
-                        block.arrival.unwrap_or_else(wall_ns)
-                    }
-                    Input::Failed(e) => {
-                        tracing::error!(error = %e, "Reading the input failed; stopping as at its end.");
-                        wall_ns()
-                    }
-                    Input::Loki { query, cursor: at, newest, block, hints, sources } => {
-                        engine.push_block(&sources, &block, &hints, &mut out);
-                        if let Some(n) = newest {
-                            newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));
-                        }
-                        // The cursor moves only after its entries were
-                        // processed, and is saved with the state they made.
-                        if let Some(k) = state.as_mut() {
-                            k.loki.insert(query, at);
-                        }
-                        wall_ns()
-                    }
-                    Input::Files { offsets, block, hints, sources } => {
-                        engine.push_block(&sources, &block, &hints, &mut out);
-                        if let Some(k) = state.as_mut() {
-                            k.files = offsets;
-                        }
-                        block.arrival.unwrap_or_else(wall_ns)
-                    }
-                };
+                let arrival = feed(&mut engine, &stdin, input, &mut state, &mut newest_entry, &mut out);
                 if let Some(w) = engine.watermark() {
                     let newest = w + p.lateness.ns();
                     if clock.is_none_or(|(e, _)| newest > e) {
@@ -387,35 +408,7 @@ async fn drive(
                     engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
                     moved = engine.watermark() != before;
                 }
-                let receivers = d.dispatcher.snapshots();
-                let mut samples = Vec::new();
-                engine.samples(&mut samples);
-                crate::stats::samples(&mut samples);
-                samples.push(crate::stats::Sample::event(
-                    "state_write_errors",
-                    crate::durable::write_errors(),
-                ));
-                for r in &receivers {
-                    r.samples(&mut samples);
-                }
-                if let Some(n) = newest_entry {
-                    let lag = (wall_ns() - n) as f64 / 1e9;
-                    samples.push(crate::stats::Sample::state("loki_lag_seconds", lag.round() as i64));
-                }
-                telemetry.update(&Snapshot {
-                    samples,
-                    receivers,
-                    status: Some(d.board.status(&d.incidents, &telemetry.source())),
-                });
-                let wanted = telemetry.report_wanted();
-                if let Some(r) = d.recorder.as_mut() {
-                    if wanted > report_answered {
-                        r.record(engine.take_recording());
-                        let title = format!("live — {}", telemetry.source());
-                        telemetry.publish_report(wanted, r.render(&d.incidents, &title));
-                        report_answered = wanted;
-                    }
-                }
+                publish(&mut engine, &mut d, &telemetry, newest_entry, &mut report_answered);
             },
             _ = &mut shutdown => {
                 tracing::info!(deadline = %p.shutdown_timeout, "Signal received; draining deliveries (a second signal exits at once).");
@@ -449,18 +442,119 @@ async fn drive(
         );
     }
     if let Some(k) = state.as_mut() {
-        // The state at the stop, whatever the reason: a restart goes on
-        // from exactly here.
-        k.save(&engine, &d, true);
-        let budget =
-            Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64).max(Duration::from_secs(1));
-        if !k.flush(budget) {
-            tracing::warn!(
-                "The final checkpoint was not written (see above); a restart resumes from the previous one."
-            );
-        }
+        final_checkpoint(k, &engine, &d, &p);
     }
     Ok(finish(&p, &engine, d).await)
+}
+
+/// Feeds one input's block to the engine; returns its arrival time. A
+/// Loki cursor or a file offset moves only after its lines were
+/// processed, and is saved with the state they made.
+fn feed(
+    engine: &mut Engine,
+    stdin: &Source,
+    input: Input,
+    state: &mut Option<StateKeeper>,
+    newest_entry: &mut Option<i64>,
+    out: &mut Vec<Notification>,
+) -> i64 {
+    match input {
+        Input::Stdin(block, hints) => {
+            engine.push_block(std::slice::from_ref(stdin), &block, &hints, out);
+            block.arrival.unwrap_or_else(wall_ns)
+        }
+        Input::Failed(e) => {
+            tracing::error!(error = %e, "Reading the input failed; stopping as at its end.");
+            wall_ns()
+        }
+        Input::Loki {
+            query,
+            cursor: at,
+            newest,
+            block,
+            hints,
+            sources,
+        } => {
+            engine.push_block(&sources, &block, &hints, out);
+            if let Some(n) = newest {
+                *newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));
+            }
+            // The cursor moves only after its entries were
+            // processed, and is saved with the state they made.
+            if let Some(k) = state.as_mut() {
+                k.loki.insert(query, at);
+            }
+            wall_ns()
+        }
+        Input::Files {
+            offsets,
+            block,
+            hints,
+            sources,
+        } => {
+            engine.push_block(&sources, &block, &hints, out);
+            if let Some(k) = state.as_mut() {
+                k.files = offsets;
+            }
+            block.arrival.unwrap_or_else(wall_ns)
+        }
+    }
+}
+
+/// Once a second: the counters, receivers and status board to the
+/// server, and the live report rendered when someone asked for it.
+fn publish(
+    engine: &mut Engine,
+    d: &mut Delivery,
+    telemetry: &Telemetry,
+    newest_entry: Option<i64>,
+    report_answered: &mut u64,
+) {
+    let receivers = d.dispatcher.snapshots();
+    let mut samples = Vec::new();
+    engine.samples(&mut samples);
+    crate::stats::samples(&mut samples);
+    samples.push(crate::stats::Sample::event(
+        "state_write_errors",
+        crate::durable::write_errors(),
+    ));
+    for r in &receivers {
+        r.samples(&mut samples);
+    }
+    if let Some(n) = newest_entry {
+        let lag = (wall_ns() - n) as f64 / 1e9;
+        samples.push(crate::stats::Sample::state(
+            "loki_lag_seconds",
+            lag.round() as i64,
+        ));
+    }
+    telemetry.update(&Snapshot {
+        samples,
+        receivers,
+        status: Some(d.board.status(&d.incidents, &telemetry.source())),
+    });
+    let wanted = telemetry.report_wanted();
+    if let Some(r) = d.recorder.as_mut() {
+        if wanted > *report_answered {
+            r.record(engine.take_recording());
+            let title = format!("live — {}", telemetry.source());
+            telemetry.publish_report(wanted, r.render(&d.incidents, &title));
+            *report_answered = wanted;
+        }
+    }
+}
+
+/// The state at the stop, whatever the reason: a restart goes on from
+/// exactly here.
+fn final_checkpoint(k: &mut StateKeeper, engine: &Engine, d: &Delivery, p: &PipelineOptions) {
+    k.save(engine, d, true);
+    let budget =
+        Duration::from_nanos(p.shutdown_timeout.ns().max(0) as u64).max(Duration::from_secs(1));
+    if !k.flush(budget) {
+        tracing::warn!(
+            "The final checkpoint was not written (see above); a restart resumes from the previous one."
+        );
+    }
 }
 
 /// Where the mined templates are kept under `--state-dir`.
