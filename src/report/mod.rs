@@ -347,54 +347,8 @@ impl Recorder {
             .map(|((l, r, b), n)| [i64::from(l), i64::from(r), b, n as i64])
             .collect();
         let bucket_of = |b: i64| (b * self.width - t0).div_euclid(drawn);
-        // The peers of the population rules that saw something: a node
-        // alive without a hit is the healthy peer a black hole stands out
-        // against.
-        // A group seen by its pod name (its lines before the node ID came)
-        // is drawn on the lane of the node that pod runs.
-        // Only lanes drawn for themselves name a pod: those with hits win,
-        // then peers of rules that saw something (never a group seen only
-        // by a rule that saw nothing, such as an upstream on the same pod).
-        let mut with_hits: std::collections::HashSet<u32> = std::collections::HashSet::new();
-        for (l, _, _) in self.buckets.keys() {
-            with_hits.insert(*l);
-        }
-        let mut lane_of_pod: HashMap<&str, u32> = HashMap::new();
-        for (l, r, _) in self.seen.keys() {
-            if self.rule_hits.contains_key(r) && !with_hits.contains(l) {
-                if let Some(p) = self.pods.get(l) {
-                    lane_of_pod.entry(p.as_str()).or_insert(*l);
-                }
-            }
-        }
-        for l in &with_hits {
-            if let Some(p) = self.pods.get(l) {
-                lane_of_pod.insert(p.as_str(), *l);
-            }
-        }
-        let mut seen: BTreeMap<(u32, i64), u64> = BTreeMap::new();
-        let mut seen_rules: Vec<Vec<u32>> = vec![Vec::new(); self.lanes.len()];
-        for ((l, r, b), n) in &self.seen {
-            if !self.rule_hits.contains_key(r) {
-                continue;
-            }
-            let l = self
-                .lanes
-                .get(*l as usize)
-                .and_then(|name| lane_of_pod.get(name.as_str()))
-                .unwrap_or(l);
-            *seen.entry((*l, bucket_of(*b))).or_default() += n;
-            if let Some(v) = seen_rules.get_mut(*l as usize) {
-                if !v.contains(r) {
-                    v.push(*r);
-                    v.sort_unstable();
-                }
-            }
-        }
-        let seen: Vec<[i64; 3]> = seen
-            .into_iter()
-            .map(|((l, b), n)| [i64::from(l), b, n as i64])
-            .collect();
+        let lane_of_pod = self.lane_of_pod();
+        let (seen, seen_rules) = self.seen_series(&lane_of_pod, bucket_of);
         let mut volume: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
         for (b, (n, e)) in &self.volume {
             let v = volume.entry(bucket_of(*b)).or_default();
@@ -424,36 +378,7 @@ impl Recorder {
             })
             .collect();
         samples.sort_by_key(|v| (v["lane"].as_u64(), v["rule"].as_u64()));
-        // An alert may fire, resolve and fire again: its bar is the one
-        // that started when the member did.
-        let bar = |m: &crate::incident::Member| -> Option<usize> {
-            self.alerts
-                .iter()
-                .position(|a| a.fingerprint == m.fingerprint && a.start == m.starts_at)
-                .or_else(|| {
-                    self.alerts
-                        .iter()
-                        .position(|a| a.fingerprint == m.fingerprint)
-                })
-        };
-        let incs: Vec<serde_json::Value> = incidents
-            .closed()
-            .chain(incidents.open())
-            .map(|i| {
-                let alerts: Vec<usize> = i.members.iter().filter_map(bar).collect();
-                serde_json::json!({
-                    "id": i.id,
-                    "title": i.title(),
-                    "story": i.story(),
-                    "severity": i.severity(),
-                    "start": ms(i.start - t0),
-                    "end": i.end.map(|e| ms(e - t0)),
-                    "nodes": i.nodes(),
-                    "affected": i.affected(),
-                    "alerts": alerts,
-                })
-            })
-            .collect();
+        let incs = self.incidents_json(incidents, t0);
         serde_json::json!({
             "title": title,
             "start": format_rfc3339(t0),
@@ -487,6 +412,104 @@ impl Recorder {
                 "lanes_merged": self.lanes_merged,
             },
         })
+    }
+
+    /// The lane each pod is drawn on. The peers of the population rules
+    /// that saw something count too: a node
+    /// alive without a hit is the healthy peer a black hole stands out
+    /// against.
+    /// A group seen by its pod name (its lines before the node ID came)
+    /// is drawn on the lane of the node that pod runs.
+    /// Only lanes drawn for themselves name a pod: those with hits win,
+    /// then peers of rules that saw something (never a group seen only
+    /// by a rule that saw nothing, such as an upstream on the same pod).
+    fn lane_of_pod(&self) -> HashMap<&str, u32> {
+        let mut with_hits: std::collections::HashSet<u32> = std::collections::HashSet::new();
+        for (l, _, _) in self.buckets.keys() {
+            with_hits.insert(*l);
+        }
+        let mut lane_of_pod: HashMap<&str, u32> = HashMap::new();
+        for (l, r, _) in self.seen.keys() {
+            if self.rule_hits.contains_key(r) && !with_hits.contains(l) {
+                if let Some(p) = self.pods.get(l) {
+                    lane_of_pod.entry(p.as_str()).or_insert(*l);
+                }
+            }
+        }
+        for l in &with_hits {
+            if let Some(p) = self.pods.get(l) {
+                lane_of_pod.insert(p.as_str(), *l);
+            }
+        }
+        lane_of_pod
+    }
+
+    /// The population's sightings per lane and drawn bucket, and the rules
+    /// each lane was seen by (only rules that saw something).
+    #[allow(clippy::type_complexity)]
+    fn seen_series(
+        &self,
+        lane_of_pod: &HashMap<&str, u32>,
+        bucket_of: impl Fn(i64) -> i64,
+    ) -> (Vec<[i64; 3]>, Vec<Vec<u32>>) {
+        let mut seen: BTreeMap<(u32, i64), u64> = BTreeMap::new();
+        let mut seen_rules: Vec<Vec<u32>> = vec![Vec::new(); self.lanes.len()];
+        for ((l, r, b), n) in &self.seen {
+            if !self.rule_hits.contains_key(r) {
+                continue;
+            }
+            let l = self
+                .lanes
+                .get(*l as usize)
+                .and_then(|name| lane_of_pod.get(name.as_str()))
+                .unwrap_or(l);
+            *seen.entry((*l, bucket_of(*b))).or_default() += n;
+            if let Some(v) = seen_rules.get_mut(*l as usize) {
+                if !v.contains(r) {
+                    v.push(*r);
+                    v.sort_unstable();
+                }
+            }
+        }
+        let seen: Vec<[i64; 3]> = seen
+            .into_iter()
+            .map(|((l, b), n)| [i64::from(l), b, n as i64])
+            .collect();
+        (seen, seen_rules)
+    }
+
+    /// The incidents, each with the bars of its alerts.
+    fn incidents_json(&self, incidents: &Incidents, t0: i64) -> Vec<serde_json::Value> {
+        // An alert may fire, resolve and fire again: its bar is the one
+        // that started when the member did.
+        let bar = |m: &crate::incident::Member| -> Option<usize> {
+            self.alerts
+                .iter()
+                .position(|a| a.fingerprint == m.fingerprint && a.start == m.starts_at)
+                .or_else(|| {
+                    self.alerts
+                        .iter()
+                        .position(|a| a.fingerprint == m.fingerprint)
+                })
+        };
+        incidents
+            .closed()
+            .chain(incidents.open())
+            .map(|i| {
+                let alerts: Vec<usize> = i.members.iter().filter_map(bar).collect();
+                serde_json::json!({
+                    "id": i.id,
+                    "title": i.title(),
+                    "story": i.story(),
+                    "severity": i.severity(),
+                    "start": ms(i.start - t0),
+                    "end": i.end.map(|e| ms(e - t0)),
+                    "nodes": i.nodes(),
+                    "affected": i.affected(),
+                    "alerts": alerts,
+                })
+            })
+            .collect()
     }
 }
 
