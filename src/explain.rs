@@ -249,17 +249,7 @@ impl Explainer {
         x.level = self.decoder.level(&p).map(|l| l.as_str().to_string());
         x.message = event.message.clone();
         x.template = self.template_of(&p);
-        x.fields = match &event.fields {
-            payload::Fields::Json(m) => m
-                .iter()
-                .map(|(k, v)| {
-                    let v = payload::value_str(v).unwrap_or_default();
-                    (k.clone(), clip(&v, 60))
-                })
-                .collect(),
-            payload::Fields::Pairs(p) => p.iter().map(|(k, v)| (k.clone(), clip(v, 60))).collect(),
-            payload::Fields::None => Vec::new(),
-        };
+        x.fields = fields_of(&event);
         x.labels = event.labels.iter().cloned().collect();
         x.sticky = event
             .sticky
@@ -267,13 +257,27 @@ impl Explainer {
             .filter(|(k, v)| event.fields.get(k).as_deref() != Some(v.as_str()))
             .cloned()
             .collect();
-        // Group keys and the path each value came from.
+        x.keys = self.keys_of(&event);
+        for rule in &self.set.rules {
+            match self.rule_explanation(rule, &p.text, &mut event, only) {
+                Some(r) => x.rules.push(r),
+                None => x.quiet += 1,
+            }
+            event.captures.clear();
+        }
+        x
+    }
+
+    /// Each group key alias of the set: its value on this line and the
+    /// path it came from; the workload, from the pod name.
+    fn keys_of(&self, event: &crate::decode::Event) -> Vec<Key> {
+        let mut keys = Vec::new();
         let get = |k: &str| event.get(k);
         for (alias, paths) in &self.set.keys.aliases {
             let found = paths
                 .iter()
                 .find_map(|p| get(p).filter(|v| !v.is_empty()).map(|v| (p, v)));
-            x.keys.push(match found {
+            keys.push(match found {
                 Some((p, _)) => Key {
                     key: alias.clone(),
                     value: resolve_key(&self.set.keys, alias, &get),
@@ -287,68 +291,90 @@ impl Explainer {
             });
         }
         if let Some(w) = resolve_key(&self.set.keys, WORKLOAD_KEY, &get) {
-            x.keys.push(Key {
+            keys.push(Key {
                 key: WORKLOAD_KEY.to_string(),
                 value: Some(w),
                 via: Some("the pod name".into()),
             });
         }
-        for rule in &self.set.rules {
-            let cond = &self.set.conditions[rule.cond];
-            let literal_pass = self.matcher.literal_candidate(&p.text, rule.cond);
-            let checks = crate::matcher::Matcher::explain(cond, &mut event);
-            let any_literal = checks
-                .iter()
-                .any(|c| c.ok && (c.what.starts_with("contains") || c.what.starts_with("regex")));
-            if !literal_pass && !any_literal && !only.contains(&rule.id) {
-                x.quiet += 1;
-                event.captures.clear();
-                continue;
-            }
-            let matched = literal_pass && checks.iter().all(|c| c.ok);
-            let mut r = RuleExplanation {
-                id: rule.id.clone(),
-                matched,
-                group: None,
-                group_note: None,
-                detector: None,
-                checks: checks.iter().map(|c| (c.ok, c.what.clone())).collect(),
-                prefilter_missed: !literal_pass && checks.iter().all(|c| c.ok),
+        keys
+    }
+
+    /// What one rule makes of the line: its checks, its group, its
+    /// detector; None for a rule none of whose literals is on it (unless
+    /// asked for by name).
+    fn rule_explanation(
+        &self,
+        rule: &crate::rules::Rule,
+        text: &str,
+        event: &mut crate::decode::Event,
+        only: &[String],
+    ) -> Option<RuleExplanation> {
+        let cond = &self.set.conditions[rule.cond];
+        let literal_pass = self.matcher.literal_candidate(text, rule.cond);
+        let checks = crate::matcher::Matcher::explain(cond, event);
+        let any_literal = checks
+            .iter()
+            .any(|c| c.ok && (c.what.starts_with("contains") || c.what.starts_with("regex")));
+        if !literal_pass && !any_literal && !only.contains(&rule.id) {
+            return None;
+        }
+        let matched = literal_pass && checks.iter().all(|c| c.ok);
+        let mut r = RuleExplanation {
+            id: rule.id.clone(),
+            matched,
+            group: None,
+            group_note: None,
+            detector: None,
+            checks: checks.iter().map(|c| (c.ok, c.what.clone())).collect(),
+            prefilter_missed: !literal_pass && checks.iter().all(|c| c.ok),
+        };
+        if matched {
+            let group = if rule.group_by.is_empty() {
+                Some("cluster".to_string())
+            } else {
+                rule.group_by
+                    .iter()
+                    .find_map(|k| resolve_key(&self.set.keys, k, &|k: &str| event.get(k)))
             };
-            if matched {
-                let group = if rule.group_by.is_empty() {
-                    Some("cluster".to_string())
-                } else {
-                    rule.group_by
-                        .iter()
-                        .find_map(|k| resolve_key(&self.set.keys, k, &|k: &str| event.get(k)))
-                };
-                if group.is_none() {
-                    r.group_note = Some(format!(
-                        "no value for group_by {:?}: {}",
-                        rule.group_by,
-                        if rule.detect.needs_population() {
-                            "not counted (ungrouped)"
-                        } else {
-                            "counted under \"unknown\""
-                        }
-                    ));
-                }
-                r.group = group;
-                r.detector = Some(format!(
-                    "{}{}",
-                    describe_detector(&rule.detect),
-                    if rule.for_ > 0 {
-                        format!(", held for {}", crate::duration::Dur(rule.for_))
+            if group.is_none() {
+                r.group_note = Some(format!(
+                    "no value for group_by {:?}: {}",
+                    rule.group_by,
+                    if rule.detect.needs_population() {
+                        "not counted (ungrouped)"
                     } else {
-                        String::new()
+                        "counted under \"unknown\""
                     }
                 ));
             }
-            x.rules.push(r);
-            event.captures.clear();
+            r.group = group;
+            r.detector = Some(format!(
+                "{}{}",
+                describe_detector(&rule.detect),
+                if rule.for_ > 0 {
+                    format!(", held for {}", crate::duration::Dur(rule.for_))
+                } else {
+                    String::new()
+                }
+            ));
         }
-        x
+        Some(r)
+    }
+}
+
+/// A line's decoded fields, values clipped for the screen.
+fn fields_of(event: &crate::decode::Event) -> Vec<(String, String)> {
+    match &event.fields {
+        payload::Fields::Json(m) => m
+            .iter()
+            .map(|(k, v)| {
+                let v = payload::value_str(v).unwrap_or_default();
+                (k.clone(), clip(&v, 60))
+            })
+            .collect(),
+        payload::Fields::Pairs(p) => p.iter().map(|(k, v)| (k.clone(), clip(v, 60))).collect(),
+        payload::Fields::None => Vec::new(),
     }
 }
 
