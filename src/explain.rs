@@ -513,6 +513,23 @@ impl Explanation {
         );
         let _ = writeln!(o, "  message   {:?}", clip(&self.message, 160));
         let _ = writeln!(o, "  template  {}", self.template);
+        self.render_context(&mut o);
+        self.render_rules(&mut o);
+        if self.quiet > 0 {
+            let _ = writeln!(
+                o,
+                "    ·      {} other rule{}: none of {} literals occur (name one with --rule ID to see its checks)",
+                self.quiet,
+                if self.quiet == 1 { "" } else { "s" },
+                if self.quiet == 1 { "its" } else { "their" }
+            );
+        }
+        o.push('\n');
+        o
+    }
+
+    /// The line's fields, labels, sticky values and group keys.
+    fn render_context(&self, o: &mut String) {
         if !self.fields.is_empty() {
             let n = self.fields.len();
             let shown: Vec<String> = self
@@ -561,6 +578,10 @@ impl Explanation {
             })
             .collect();
         let _ = writeln!(o, "  keys      {}", keys.join(" · "));
+    }
+
+    /// What each rule made of the line.
+    fn render_rules(&self, o: &mut String) {
         let _ = writeln!(o, "  rules");
         for r in &self.rules {
             if r.matched {
@@ -586,17 +607,6 @@ impl Explanation {
                 );
             }
         }
-        if self.quiet > 0 {
-            let _ = writeln!(
-                o,
-                "    ·      {} other rule{}: none of {} literals occur (name one with --rule ID to see its checks)",
-                self.quiet,
-                if self.quiet == 1 { "" } else { "s" },
-                if self.quiet == 1 { "its" } else { "their" }
-            );
-        }
-        o.push('\n');
-        o
     }
 }
 
