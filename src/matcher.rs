@@ -275,73 +275,111 @@ fn json_escape(s: &str) -> String {
         .to_string()
 }
 
+/// The literals of a rule set, each once, with the patterns that find it
+/// (itself, and its JSON-escaped form when that differs).
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<String, usize>,
+    patterns: Vec<String>,
+    /// Pattern index → literal id.
+    pattern_literal: Vec<usize>,
+}
+
+impl Interner {
+    fn intern(&mut self, lit: &str) -> usize {
+        if let Some(id) = self.ids.get(lit) {
+            return *id;
+        }
+        let id = self.ids.len();
+        self.ids.insert(lit.to_string(), id);
+        self.patterns.push(lit.to_string());
+        self.pattern_literal.push(id);
+        let esc = json_escape(lit);
+        if esc != lit {
+            self.patterns.push(esc);
+            self.pattern_literal.push(id);
+        }
+        id
+    }
+
+    /// A condition's literal plan: the groups of which one literal each
+    /// must occur, and the literals that must not.
+    fn plan(&mut self, c: &crate::rules::Condition) -> CondPlan {
+        let mut required = Vec::new();
+        if !c.any.is_empty() {
+            required.push(c.any.iter().map(|l| self.intern(l)).collect());
+        }
+        for l in &c.all {
+            required.push(vec![self.intern(l)]);
+        }
+        // Field equality values appear verbatim in the raw text (or
+        // JSON-escaped); normalised virtual fields do not.
+        for (k, v) in &c.fields {
+            if VIRTUAL_FIELDS.contains(&k.as_str()) {
+                continue;
+            }
+            let values: Vec<&String> = match v {
+                crate::rules::ValueCond::Equals(s) => vec![s],
+                crate::rules::ValueCond::OneOf(list) => list.iter().collect(),
+                _ => continue,
+            };
+            if values.iter().any(|s| s.is_empty()) {
+                continue;
+            }
+            required.push(values.into_iter().map(|l| self.intern(l)).collect());
+        }
+        let forbidden = c.none.iter().map(|l| self.intern(l)).collect();
+        CondPlan {
+            required,
+            forbidden,
+        }
+    }
+}
+
+/// The automata over every pattern: the prefilter (leftmost-first; a DFA
+/// keeps large literal sets, past what the SIMD searcher takes, at one
+/// table lookup per byte, and for huge sets, whose DFA memory would
+/// explode, the crate's compact NFA) and the exact matcher (overlapping).
+#[allow(clippy::type_complexity)]
+fn automata(
+    patterns: &[String],
+) -> Result<
+    (
+        Option<aho_corasick::AhoCorasick>,
+        Option<aho_corasick::AhoCorasick>,
+    ),
+    MatcherError,
+> {
+    if patterns.is_empty() {
+        return Ok((None, None));
+    }
+    let kind = if patterns.len() <= DFA_MAX_PATTERNS
+        && patterns.iter().map(String::len).sum::<usize>() <= DFA_MAX_BYTES
+    {
+        aho_corasick::AhoCorasickKind::DFA
+    } else {
+        aho_corasick::AhoCorasickKind::ContiguousNFA
+    };
+    let prefilter = AhoCorasickBuilder::new()
+        .match_kind(MatchKind::LeftmostFirst)
+        .kind(Some(kind))
+        .build(patterns)?;
+    let exact = AhoCorasickBuilder::new()
+        .match_kind(MatchKind::Standard)
+        .build(patterns)?;
+    Ok((Some(prefilter), Some(exact)))
+}
+
 impl Matcher {
     /// Builds the matcher for a rule set.
     pub fn new(set: &RuleSet) -> Result<Matcher, MatcherError> {
-        let mut literal_ids: HashMap<String, usize> = HashMap::new();
-        let mut patterns: Vec<String> = Vec::new();
-        let mut pattern_literal = Vec::new();
-        let mut intern =
-            |lit: &str, patterns: &mut Vec<String>, pattern_literal: &mut Vec<usize>| -> usize {
-                if let Some(id) = literal_ids.get(lit) {
-                    return *id;
-                }
-                let id = literal_ids.len();
-                literal_ids.insert(lit.to_string(), id);
-                patterns.push(lit.to_string());
-                pattern_literal.push(id);
-                let esc = json_escape(lit);
-                if esc != lit {
-                    patterns.push(esc);
-                    pattern_literal.push(id);
-                }
-                id
-            };
-        let mut plans = Vec::new();
-        for c in &set.conditions {
-            let mut required = Vec::new();
-            if !c.any.is_empty() {
-                required.push(
-                    c.any
-                        .iter()
-                        .map(|l| intern(l, &mut patterns, &mut pattern_literal))
-                        .collect(),
-                );
-            }
-            for l in &c.all {
-                required.push(vec![intern(l, &mut patterns, &mut pattern_literal)]);
-            }
-            // Field equality values appear verbatim in the raw text (or
-            // JSON-escaped); normalised virtual fields do not.
-            for (k, v) in &c.fields {
-                if VIRTUAL_FIELDS.contains(&k.as_str()) {
-                    continue;
-                }
-                let values: Vec<&String> = match v {
-                    crate::rules::ValueCond::Equals(s) => vec![s],
-                    crate::rules::ValueCond::OneOf(list) => list.iter().collect(),
-                    _ => continue,
-                };
-                if values.iter().any(|s| s.is_empty()) {
-                    continue;
-                }
-                required.push(
-                    values
-                        .into_iter()
-                        .map(|l| intern(l, &mut patterns, &mut pattern_literal))
-                        .collect(),
-                );
-            }
-            let forbidden = c
-                .none
-                .iter()
-                .map(|l| intern(l, &mut patterns, &mut pattern_literal))
-                .collect();
-            plans.push(CondPlan {
-                required,
-                forbidden,
-            });
-        }
+        let mut lits = Interner::default();
+        let plans: Vec<CondPlan> = set.conditions.iter().map(|c| lits.plan(c)).collect();
+        let Interner {
+            ids: literal_ids,
+            patterns,
+            pattern_literal,
+        } = lits;
         let literal_count = literal_ids.len();
         let mut literals: Vec<(usize, String)> =
             literal_ids.iter().map(|(l, i)| (*i, l.clone())).collect();
@@ -365,35 +403,7 @@ impl Matcher {
                 }
             }
         }
-        let (prefilter, exact) = if patterns.is_empty() {
-            (None, None)
-        } else {
-            (
-                Some(
-                    AhoCorasickBuilder::new()
-                        .match_kind(MatchKind::LeftmostFirst)
-                        // A DFA keeps large literal sets (past what the SIMD
-                        // searcher takes) at one table lookup per byte; for
-                        // huge sets its memory would explode, so let the
-                        // crate pick a compact NFA there.
-                        .kind(Some(
-                            if patterns.len() <= DFA_MAX_PATTERNS
-                                && patterns.iter().map(String::len).sum::<usize>() <= DFA_MAX_BYTES
-                            {
-                                aho_corasick::AhoCorasickKind::DFA
-                            } else {
-                                aho_corasick::AhoCorasickKind::ContiguousNFA
-                            },
-                        ))
-                        .build(&patterns)?,
-                ),
-                Some(
-                    AhoCorasickBuilder::new()
-                        .match_kind(MatchKind::Standard)
-                        .build(&patterns)?,
-                ),
-            )
-        };
+        let (prefilter, exact) = automata(&patterns)?;
         let block_search = match &prefilter {
             Some(ac) if patterns.len() > TEDDY_MAX_PATTERNS => Some(LiteralSearch::Anchors(
                 std::sync::Arc::new(AnchorSearch::new(patterns.clone(), ac.clone())),
