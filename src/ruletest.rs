@@ -538,30 +538,17 @@ fn describe(state: &str, rule: &str, group: &str, at: &str) -> String {
 
 fn compare(case: &Case, seen: &[Seen], start: i64, hits: &BTreeMap<String, u64>) -> CaseResult {
     let tolerance = case.tolerance.unwrap_or(Dur::secs(30)).ns();
-    let mut errors = Vec::new();
-    let expected: Vec<(Expect, String, Option<i64>)> = case
-        .expect
-        .iter()
-        .map(|e| {
-            let state = e.state.clone().unwrap_or_else(|| "firing".to_string());
-            let at = match e.at.as_deref().map(|a| instant(a, start)).transpose() {
-                Ok(a) => a,
-                Err(msg) => {
-                    errors.push(msg);
-                    None
-                }
-            };
-            (e.clone(), state, at)
-        })
-        .collect();
-    if !errors.is_empty() {
-        return CaseResult {
-            name: case.name.clone(),
-            passed: false,
-            diff: Vec::new(),
-            error: Some(errors.join("; ")),
-        };
-    }
+    let expected = match expected_of(case, start) {
+        Ok(e) => e,
+        Err(errors) => {
+            return CaseResult {
+                name: case.name.clone(),
+                passed: false,
+                diff: Vec::new(),
+                error: Some(errors.join("; ")),
+            }
+        }
+    };
     let identity = |e: &Expect, state: &str, s: &Seen| {
         e.rule == s.rule && state == s.state && e.group.as_ref().is_none_or(|g| *g == s.group)
     };
@@ -601,7 +588,6 @@ fn compare(case: &Case, seen: &[Seen], start: i64, hits: &BTreeMap<String, u64>)
     let mut passed = true;
     for (ei, (e, state, at)) in expected.iter().enumerate() {
         let want_at = at.map_or("any time".to_string(), |a| relative(a, start));
-        let group = e.group.as_deref().unwrap_or("(any group)");
         if let Some(si) = matched[ei] {
             let s = &seen[si];
             diff.push(DiffLine::Same(describe(
@@ -612,44 +598,10 @@ fn compare(case: &Case, seen: &[Seen], start: i64, hits: &BTreeMap<String, u64>)
             )));
         } else if let Some(si) = near[ei] {
             passed = false;
-            let s = &seen[si];
-            let mut why = Vec::new();
-            if !timely(*at, s) {
-                why.push(format!(
-                    "expected at {want_at} ±{}, came at {}",
-                    Dur(tolerance),
-                    relative(s.at, start)
-                ));
-            }
-            for (k, v) in &e.annotations {
-                match s.annotations.get(k) {
-                    Some(got) if got == v => {}
-                    Some(got) => why.push(format!("annotation {k}: expected {v:?}, got {got:?}")),
-                    None => why.push(format!("annotation {k}: expected {v:?}, not set")),
-                }
-            }
-            diff.push(DiffLine::Differs(format!(
-                "{}\n            {}",
-                describe(state, &s.rule, &s.group, &relative(s.at, start)),
-                why.join("\n            ")
-            )));
+            diff.push(differs(e, state, *at, &seen[si], tolerance, start));
         } else {
             passed = false;
-            // Say where to look: the match, or the detector.
-            let why = match hits.get(&e.rule) {
-                None => "no such rule in the rule set".to_string(),
-                Some(0) => {
-                    "the rule matched no line: check its match with `sigwatch explain`".to_string()
-                }
-                Some(n) => format!(
-                    "the rule matched {n} line{}, but its detector did not produce this",
-                    if *n == 1 { "" } else { "s" }
-                ),
-            };
-            diff.push(DiffLine::Missing(format!(
-                "{}\n            {why}",
-                describe(state, &e.rule, group, &want_at)
-            )));
+            diff.push(missing(e, state, &want_at, hits));
         }
     }
     for (si, s) in seen.iter().enumerate() {
@@ -669,6 +621,85 @@ fn compare(case: &Case, seen: &[Seen], start: i64, hits: &BTreeMap<String, u64>)
         diff,
         error: None,
     }
+}
+
+/// The case's expected notifications, their instants read (relative to
+/// `start`), or what is wrong with them.
+#[allow(clippy::type_complexity)]
+fn expected_of(case: &Case, start: i64) -> Result<Vec<(Expect, String, Option<i64>)>, Vec<String>> {
+    let mut errors = Vec::new();
+    let expected: Vec<(Expect, String, Option<i64>)> = case
+        .expect
+        .iter()
+        .map(|e| {
+            let state = e.state.clone().unwrap_or_else(|| "firing".to_string());
+            let at = match e.at.as_deref().map(|a| instant(a, start)).transpose() {
+                Ok(a) => a,
+                Err(msg) => {
+                    errors.push(msg);
+                    None
+                }
+            };
+            (e.clone(), state, at)
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(expected)
+    } else {
+        Err(errors)
+    }
+}
+
+/// A notification of the expected rule, state and group that came at
+/// another instant or with other annotations: what differs.
+fn differs(
+    e: &Expect,
+    state: &str,
+    at: Option<i64>,
+    s: &Seen,
+    tolerance: i64,
+    start: i64,
+) -> DiffLine {
+    let want_at = at.map_or("any time".to_string(), |a| relative(a, start));
+    let mut why = Vec::new();
+    if at.is_some_and(|a| (s.at - a).abs() > tolerance) {
+        why.push(format!(
+            "expected at {want_at} ±{}, came at {}",
+            Dur(tolerance),
+            relative(s.at, start)
+        ));
+    }
+    for (k, v) in &e.annotations {
+        match s.annotations.get(k) {
+            Some(got) if got == v => {}
+            Some(got) => why.push(format!("annotation {k}: expected {v:?}, got {got:?}")),
+            None => why.push(format!("annotation {k}: expected {v:?}, not set")),
+        }
+    }
+    DiffLine::Differs(format!(
+        "{}\n            {}",
+        describe(state, &s.rule, &s.group, &relative(s.at, start)),
+        why.join("\n            ")
+    ))
+}
+
+/// An expected notification that never came: where to look (the match, or
+/// the detector).
+fn missing(e: &Expect, state: &str, want_at: &str, hits: &BTreeMap<String, u64>) -> DiffLine {
+    let group = e.group.as_deref().unwrap_or("(any group)");
+    // Say where to look: the match, or the detector.
+    let why = match hits.get(&e.rule) {
+        None => "no such rule in the rule set".to_string(),
+        Some(0) => "the rule matched no line: check its match with `sigwatch explain`".to_string(),
+        Some(n) => format!(
+            "the rule matched {n} line{}, but its detector did not produce this",
+            if *n == 1 { "" } else { "s" }
+        ),
+    };
+    DiffLine::Missing(format!(
+        "{}\n            {why}",
+        describe(state, &e.rule, group, want_at)
+    ))
 }
 
 /// Renders a case result the way a test runner does.
