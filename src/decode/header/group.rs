@@ -5,7 +5,7 @@ use super::stamp::run;
 use super::token::{caller_like, trim_range};
 use super::walk::{Last, Walker};
 use super::Part;
-use crate::decode::severity::{self};
+use crate::decode::severity::{self, Level};
 
 impl Walker<'_> {
     /// A bracketed element at `i` (`[…]`, `<…>`, `(…)`): returns its end,
@@ -13,48 +13,13 @@ impl Walker<'_> {
     pub(super) fn group(&mut self, i: usize) -> Option<usize> {
         let b = self.b;
         let open = b[i];
-        let close = match open {
-            b'[' => b']',
-            b'<' => b'>',
-            _ => b')',
-        };
-        let mut depth = 0usize;
-        let mut j = i;
-        let stop = b.len().min(i + 200);
-        let end = loop {
-            if j >= stop {
-                return None;
-            }
-            if b[j] == open {
-                depth += 1;
-            } else if b[j] == close {
-                depth -= 1;
-                if depth == 0 {
-                    break j + 1;
-                }
-            }
-            j += 1;
-        };
+        let end = bracket_end(b, i)?;
         let inner = &b[i + 1..end - 1];
         let (ia, ib) = trim_range(inner, i + 1);
         let content = &b[ia..ib];
         let adjacent = i > 0 && matches!(b[i - 1], b']' | b'>' | b')');
-        // A level: `[INFO]`, `[ WARN ]`, `<error>`, `[core:error]`, and
-        // the first of pipe-joined fields (`[ERROR|auth|L83]`).
         if self.h.level.is_none() {
-            let piped = content
-                .iter()
-                .position(|c| *c == b'|')
-                .map(|p| &content[..p])
-                .filter(|w| severity::strong_word(w));
-            let word = match (piped, content.iter().rposition(|c| *c == b':')) {
-                (Some(w), _) => w,
-                (None, Some(p)) if open == b'[' => &content[p + 1..],
-                _ => content,
-            };
-            if let Some(l) =
-                severity::header_word(word).filter(|_| word.iter().all(u8::is_ascii_alphanumeric))
-            {
+            if let Some(l) = group_level(open, content) {
                 let mut e = end;
                 if b.get(e) == Some(&b':') {
                     e += 1;
@@ -101,18 +66,7 @@ impl Walker<'_> {
         if !self.anchored && open == b'(' {
             return None;
         }
-        let part = if content.contains(&b' ') {
-            Part::Context
-        } else if content.contains(&b'.')
-            && content.first().is_some_and(u8::is_ascii_alphabetic)
-            && !caller_like(content)
-        {
-            Part::Logger
-        } else if caller_like(content) {
-            Part::Caller
-        } else {
-            Part::Thread
-        };
+        let part = group_part(content);
         // A group closes the header only in some places: adjacent to
         // another group, right after a stamp, pid or logger, or naming
         // a caller. After a level it is pending (Apache's `[client …]`
@@ -140,5 +94,65 @@ impl Walker<'_> {
             self.last = Last::PendingGroup;
         }
         Some(end)
+    }
+}
+
+/// Where the bracket group opened at `i` ends (after its closing
+/// bracket, nested ones balanced); None when it does not close within
+/// 200 bytes.
+fn bracket_end(b: &[u8], i: usize) -> Option<usize> {
+    let open = b[i];
+    let close = match open {
+        b'[' => b']',
+        b'<' => b'>',
+        _ => b')',
+    };
+    let mut depth = 0usize;
+    let stop = b.len().min(i + 200);
+    for (j, c) in b.iter().enumerate().take(stop).skip(i) {
+        if *c == open {
+            depth += 1;
+        } else if *c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(j + 1);
+            }
+        }
+    }
+    None
+}
+
+/// A group that is a level: `[INFO]`, `[ WARN ]`, `<error>`,
+/// `[core:error]`, and the first of pipe-joined fields
+/// (`[ERROR|auth|L83]`).
+fn group_level(open: u8, content: &[u8]) -> Option<Level> {
+    let piped = content
+        .iter()
+        .position(|c| *c == b'|')
+        .map(|p| &content[..p])
+        .filter(|w| severity::strong_word(w));
+    let word = match (piped, content.iter().rposition(|c| *c == b':')) {
+        (Some(w), _) => w,
+        (None, Some(p)) if open == b'[' => &content[p + 1..],
+        _ => content,
+    };
+    severity::header_word(word).filter(|_| word.iter().all(u8::is_ascii_alphanumeric))
+}
+
+/// What a group that is no level, pid or stamp names: a context (with
+/// spaces), a logger (`org.foo.Bar`), a caller (`pool.go:762`), else a
+/// thread.
+fn group_part(content: &[u8]) -> Part {
+    if content.contains(&b' ') {
+        Part::Context
+    } else if content.contains(&b'.')
+        && content.first().is_some_and(u8::is_ascii_alphabetic)
+        && !caller_like(content)
+    {
+        Part::Logger
+    } else if caller_like(content) {
+        Part::Caller
+    } else {
+        Part::Thread
     }
 }
