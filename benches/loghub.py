@@ -24,7 +24,7 @@ file, as in the pipeline) and compared with the ground truth:
 * left   - the message is `Content` with part of the header still before it;
 * over   - anything else (more than the header taken away).
 
-The targets (issue 19): time and level on >= 97 % of the lines that show
+The targets: time and level on >= 97 % of the lines that show
 one, header left in the message on <= 3 %.
 """
 import csv, json, subprocess, sys, os, calendar, datetime

@@ -6,6 +6,7 @@
 //!     cargo bench --bench stages -- FILE [RULES_DIR]
 //!
 //! `benches/run.sh` runs it on its corpora; it is a measurement, not a test.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use sigwatch::source::block::{BlockSource, ReadBlocks};
 use sigwatch::source::Source;

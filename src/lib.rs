@@ -46,6 +46,8 @@
 //! - [`app`]: the assembled pipeline behind `run` and `replay`.
 
 #![deny(missing_docs)]
+// Tests unwrap: a panic is how a test fails.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alert;
 pub mod app;

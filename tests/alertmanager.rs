@@ -4,6 +4,7 @@
 //! to an in-test receiver: what sigwatch posts must show up in
 //! `GET /api/v2/alerts` with the right labels, resolve, be delivered by
 //! Alertmanager's own webhook, and two replicas must make one alert.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 use common::free_port;

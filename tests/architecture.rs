@@ -4,6 +4,7 @@
 //! an early one. This test reads the sources and fails on any import
 //! against the table below (tests and comments aside), and on sibling
 //! files of one module that import each other.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -89,14 +90,20 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The file's code without its test module (by convention at the end)
-/// and without comments, where module names appear in prose.
+/// The file's product code: without its test module (by convention at
+/// the end; a `#[cfg(test)]` item elsewhere is no test module).
+fn product(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod ") {
+        Some(i) => &text[..i],
+        None => text,
+    }
+}
+
+/// The file's code without its test module and without comments, where
+/// module names appear in prose.
 fn code(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
-    let text = match text.find("#[cfg(test)]") {
-        Some(i) => &text[..i],
-        None => &text[..],
-    };
+    let text = product(&text);
     text.lines()
         .map(|l| match l.find("//") {
             // Keep `//` inside string literals (URLs): only cut when no quote
@@ -214,4 +221,188 @@ fn sibling_files_of_a_module_do_not_import_each_other_both_ways() {
         }
     }
     assert!(cycles.is_empty(), "{}", cycles.join("\n"));
+}
+
+/// `text` with comments, string and char literals blanked (line breaks
+/// kept), so that its braces can be counted.
+fn blanked(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        let ident_before = i > 0 && (b[i - 1].is_alphanumeric() || b[i - 1] == '_');
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r' && !ident_before && matches!(next, Some('"' | '#')) {
+            let mut j = i + 1;
+            while b.get(j) == Some(&'#') {
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let hashes = j - i - 1;
+            j += 1;
+            while j < b.len()
+                && !(b[j] == '"' && (0..hashes).all(|h| b.get(j + 1 + h) == Some(&'#')))
+            {
+                out.push(blank(b[j]));
+                j += 1;
+            }
+            i = j + 1 + hashes;
+        } else if c == '"' {
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    i += 1;
+                }
+                if let Some(&x) = b.get(i) {
+                    out.push(blank(x));
+                }
+                i += 1;
+            }
+            i += 1;
+        } else if c == '\'' && (next == Some('\\') || b.get(i + 2) == Some(&'\'')) {
+            // A char literal (a lifetime has no closing quote).
+            i += 1;
+            while i < b.len() && b[i] != '\'' {
+                if b[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every function of `code` (blanked) with its length in lines.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("fn ") {
+        let at = from + k;
+        from = at + 3;
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+            continue;
+        }
+        let name: String = code[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body: the first `{` outside parentheses; a `;` first is a
+        // declaration.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (j, &c) in b.iter().enumerate().skip(at) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(j);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let mut braces = 0i32;
+        let mut close = open;
+        for (j, &c) in b.iter().enumerate().skip(open) {
+            match c {
+                b'{' => braces += 1,
+                b'}' => {
+                    braces -= 1;
+                    if braces == 0 {
+                        close = j;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        let lines = code[at..=close].matches('\n').count() + 1;
+        out.push((name, line, lines));
+    }
+    out
+}
+
+#[test]
+fn rooms_stay_small_enough_to_read() {
+    // A file a newcomer can read in one sitting, a function whose steps fit
+    // on a screen or two: past these, split by concept (see the folders of
+    // decode/header, mining, notify, app/suggest).
+    const MAX_FILE_LINES: usize = 900;
+    const MAX_FN_LINES: usize = 120;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut too_big = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = blanked(product(&text));
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let lines = code.lines().count();
+        if lines > MAX_FILE_LINES {
+            too_big.push(format!(
+                "{rel}: {lines} product lines (at most {MAX_FILE_LINES})"
+            ));
+        }
+        for (name, line, n) in functions(&code) {
+            if n > MAX_FN_LINES {
+                too_big.push(format!(
+                    "{rel}:{line} fn {name}: {n} lines (at most {MAX_FN_LINES})"
+                ));
+            }
+        }
+    }
+    assert!(files.len() > 50, "the sources were found");
+    assert!(too_big.is_empty(), "{}", too_big.join("\n"));
+}
+
+#[test]
+fn the_shape_reader_counts_what_it_should() {
+    let code = blanked(
+        "fn a() {\n    let s = \"}\";\n    let c = '{';\n    // }\n}\nfn b<'x>(v: &'x str) -> &'x str {\n    v\n}\ntrait T { fn c(&self); }\n",
+    );
+    let f = functions(&code);
+    assert_eq!(
+        f,
+        vec![("a".to_string(), 1, 5), ("b".to_string(), 6, 3)],
+        "{code}"
+    );
 }

@@ -2,6 +2,7 @@
 //! through; every per-rule map stays within `max_groups` (LRU), evictions
 //! are counted, and the process's resident memory grows by less than the
 //! documented bound (64 MiB) however many keys go by.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use sigwatch::source::Source;
 use sigwatch::{Engine, Options};

@@ -1,6 +1,7 @@
 //! The binary end to end: `check`, `replay` to stdout, `run` from a pipe,
 //! and `--webhook` against a real HTTP server on 127.0.0.1 that fails before
 //! it accepts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::io::Write;
 use std::process::{Command, Stdio};

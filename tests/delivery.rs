@@ -5,6 +5,7 @@
 //! its resolve (a resolve alone never pages in PagerDuty or Alertmanager) —
 //! and the request rate never exceeds the token bucket (asserted on the
 //! receiver's own timestamps).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 use sigwatch::alert::{AlertState, Notification};

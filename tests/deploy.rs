@@ -7,6 +7,7 @@
 //! counters sigwatch exports while replaying a fixture — fires the alert
 //! sigwatch itself raises (`promtool test rules`; Debian's `prometheus`
 //! package, installed by .ci/run).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 use common::BIN;

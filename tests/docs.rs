@@ -1,6 +1,7 @@
 //! The worked examples of docs/rules.md are real: every `# example: NAME
 //! (rules)` block is a rule file that loads, and its `(tests)` block passes
 //! against it with `sigwatch test`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -6,6 +6,7 @@
 //! and counters whether its lines are pushed one by one (each scanned on
 //! its own) or in blocks cut at arbitrary lines with the block scan's
 //! hints — and with hints from an older rule set, which must be ignored.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use sigwatch::alert::Notification;
 use sigwatch::source::block::Block;

@@ -1,6 +1,7 @@
 //! Every incident fixture yields exactly its expected set of (state, rule,
 //! group), with the built-in pack; and the same incidents still do when the
 //! logs arrive in other wrappers, with other IDs, at other times.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use sigwatch::alert::Notification;
 use sigwatch::source::Source;

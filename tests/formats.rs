@@ -4,6 +4,7 @@
 //! manner of the aho-corasick crate's test tables. Lines are decoded one
 //! per fresh decoder whose input was modified at `MODIFIED`, which
 //! completes stamps without a year.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use sigwatch::clock::format_rfc3339;
 use sigwatch::decode::time::parse_rfc3339;

@@ -1,15 +1,16 @@
 //! Every fixture's notifications, byte for byte, are the ones recorded in
-//! `fixtures/golden/` by the line-at-a-time pipeline before the block
-//! pipeline (issue 11) replaced it: buffer-level scanning, the reader
-//! thread and population sampling changed no alert, no time, no count, no
-//! annotation (spread's "N of M nodes" and share's percentages included).
+//! `fixtures/golden/` by a line-at-a-time pipeline: buffer-level scanning,
+//! the reader thread and population sampling change no alert, no time, no
+//! count, no annotation (spread's "N of M nodes" and share's percentages
+//! included).
 //!
-//! Links (`links`, issue 25) name the fixture's path, which differs per
+//! Links (`links`) name the fixture's path, which differs per
 //! checkout: they are left out here (`--no-links`) and tested in
 //! tests/links.rs.
 //!
 //! After an intended change of output, rewrite them with
 //! `SIGWATCH_BLESS=1 cargo test --test golden` and review the diff.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 

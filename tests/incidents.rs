@@ -1,6 +1,7 @@
 //! Incident grouping through the binary: the seed incidents replayed with
 //! `--group-incidents` are one incident each, told in causal order; without
 //! it, per-alert delivery is unchanged (tests/golden.rs holds that).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 use common::BIN;

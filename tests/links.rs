@@ -2,6 +2,7 @@
 //! of every notification names `file:line`, and that line of that file is
 //! the sample's, with several files merged by time (each numbered on its
 //! own). Loki's links are tested against the in-test Loki in loki.rs.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 

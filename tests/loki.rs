@@ -4,6 +4,7 @@
 //! streams merged by time (a page can end in the middle of a shared
 //! timestamp), 400 above 5000, 401 without `X-Scope-OrgID` when auth is on,
 //! three-element rows with `categorize-labels`, plain-text errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::{Entry, LokiConfig, LokiError};

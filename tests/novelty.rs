@@ -3,6 +3,7 @@
 //! new error messages, naming the nodes; the control day itself must not
 //! page, even with a learning period short enough for its Redis blip to
 //! come after it; and a restart with `--state-dir` does not learn again.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Property tests (run in CI): whatever the bytes, the decoders, the cheap
 //! field lookups, the rule loader and the Loki parsers return or reject —
 //! they never panic — and replay stays deterministic.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use proptest::prelude::*;
 use sigwatch::decode::KeyConfig;

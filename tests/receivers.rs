@@ -1,5 +1,6 @@
 //! Slack, PagerDuty and the signed webhook against local HTTP servers on
 //! 127.0.0.1 that check what a real one checks.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 use sigwatch::alert::{AlertState, Notification};

@@ -1,6 +1,7 @@
 //! Rule reload of a running binary: SIGHUP and `--watch-rules` swap the rule
 //! set without losing the detector state of unchanged rules; an invalid set
 //! is rejected, logged and counted, and the old set keeps running.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

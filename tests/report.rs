@@ -1,6 +1,7 @@
 //! The HTML report and the live status page in a real browser: Debian's
 //! `chromium` (installed by `.ci/run`), headless, runs the pages' own
 //! JavaScript and dumps the DOM it built, which the tests read.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 use common::{free_port, Killed, BIN};

@@ -4,6 +4,7 @@
 //! kill does) and started again on the next part of the stream, gives the
 //! notifications one uninterrupted replay gives — the six stuck drains
 //! included, at the same instants, none twice.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 

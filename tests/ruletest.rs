@@ -1,5 +1,6 @@
 //! `sigwatch test`: the built-in pack's tests pass, and a deliberately
 //! broken rule makes its test fail with a diff that points at the cause.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::path::Path;
 use std::process::Command;

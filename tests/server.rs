@@ -1,6 +1,7 @@
 //! `/healthz`, `/readyz` and `/metrics` of a running binary: liveness keeps
 //! answering while a receiver is stalled and while Loki is down; a failing
 //! receiver shows as degraded, not as unready; Loki down is not ready.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use std::io::Write;
 use std::process::{Command, Stdio};

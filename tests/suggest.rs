@@ -4,6 +4,7 @@
 //! shapes — naming its bad node, and only it — and stay quiet on another
 //! quiet day; they load, their examples and their written tests pass, and
 //! their literals copy no ID, number or path.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! that differ only in their variables must share a template; different
 //! messages must not. Each line goes the way `sigwatch templates` and
 //! novelty take it: format sniffing, message extraction, then the miner.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! shape raises — same rules, groups, states and counts — and the quiet day
 //! must page nothing: the stamp is a wrapper, the line behind it is
 //! decoded as it would be alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 use serde_json::Value;
 use sigwatch::clock::format_rfc3339;
