@@ -255,36 +255,6 @@ pub fn from_parts(
     Utc.from_utc_datetime(&t).timestamp_nanos_opt()
 }
 
-/// Parses `12:00:40.118204` into (h, m, s, nanos).
-pub fn parse_clock(s: &str) -> Option<(u32, u32, u32, u32)> {
-    let b = s.as_bytes();
-    // The common shape, HH:MM:SS[.fraction], read directly.
-    if b.len() >= 8 && b[2] == b':' && b[5] == b':' && (b.len() == 8 || b[8] == b'.') {
-        if let (Some(h), Some(m), Some(sec)) =
-            (digits(&b[0..2]), digits(&b[3..5]), digits(&b[6..8]))
-        {
-            let f = b.get(9..).unwrap_or_default();
-            if f.len() <= 9 && (b.len() == 8 || !f.is_empty()) {
-                if let Some(v) = digits(f) {
-                    return Some((h, m, sec, v * 10u32.pow(9 - f.len() as u32)));
-                }
-            }
-        }
-    }
-    let (hms, frac) = s.split_once('.').unwrap_or((s, ""));
-    let mut it = hms.split(':');
-    let h = it.next()?.parse().ok()?;
-    let m = it.next()?.parse().ok()?;
-    let sec = it.next()?.parse().ok()?;
-    if it.next().is_some() || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let f = frac.as_bytes();
-    let n = f.len().min(9);
-    let nanos = digits(&f[..n])? * 10u32.pow(9 - n as u32);
-    Some((h, m, sec, nanos))
-}
-
 /// Resolves a stamp without a year against a reference time (a nearby
 /// line's time, the file's modification time, or the arrival time): the
 /// year that puts the stamp at most 30 days after and at most 335 days
@@ -456,23 +426,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn clocks_fast_and_slow_agree() {
-        assert_eq!(
-            parse_clock("12:00:40.118204"),
-            Some((12, 0, 40, 118_204_000))
-        );
-        assert_eq!(parse_clock("12:00:40"), Some((12, 0, 40, 0)));
-        assert_eq!(parse_clock("1:02:03"), Some((1, 2, 3, 0)));
-        assert_eq!(
-            parse_clock("12:00:40.1234567891"),
-            Some((12, 0, 40, 123_456_789))
-        );
-        assert_eq!(parse_clock("12:00:40."), Some((12, 0, 40, 0)));
-        assert_eq!(parse_clock("12:00:4x"), None);
-        assert_eq!(parse_clock("12:00"), None);
     }
 
     #[test]

@@ -253,6 +253,15 @@ pub fn stamp_len(text: &str, at: usize) -> Option<usize> {
     Some(end - start)
 }
 
+/// A klog stamp at the start of `text` (`I0501 12:00:40.118204`): its time
+/// (completed from the reference: klog writes no year) and where it ends.
+/// The payload decoder's klog reader takes its stamp from here, so one
+/// grammar reads it.
+pub fn klog_stamp(text: &str, reference: Reference) -> Option<(Option<i64>, usize)> {
+    let st = stamp_at(text.as_bytes(), 0, true).filter(|s| s.kind == StampKind::Klog)?;
+    Some((st.resolve(reference), st.end))
+}
+
 /// Whether `text` starts with the shape of a [`leading_stamp`]: an RFC
 /// 3339 date and time, or stern's short `MM-DD HH:MM:SS` (a cheap test
 /// of a few bytes).

@@ -6,9 +6,8 @@
 use super::console::is_caller;
 use super::logfmt::parse_pairs;
 use super::{behind_header, decode_at, Fields, Format, Level, Payload};
-use crate::decode::header::{Header, Reference};
+use crate::decode::header::{klog_stamp, Header, Reference};
 use crate::decode::quick::read_quoted;
-use crate::decode::time::{parse_clock, with_inferred_year, with_nearest_year};
 
 /// A syslog line whose header `h` was read: the program's text decoded,
 /// with the header's host, program and pid as fields.
@@ -34,31 +33,23 @@ pub(super) fn decode_syslog(t: &str, h: &Header, reference: Reference) -> Payloa
     p
 }
 
-/// A klog line taken apart: month, day, clock, level letter, and the text
-/// after `file.go:N] `.
+/// A klog line taken apart: its time (when the reference completes it),
+/// level letter, and the text after `file.go:N] `.
 pub(super) struct KlogSplit<'t> {
-    month: u32,
-    day: u32,
-    clock: (u32, u32, u32, u32),
+    time: Option<i64>,
     letter: &'t str,
     /// The text after the header.
     pub(super) body: &'t str,
 }
 
-/// Takes a klog line apart ([`KlogSplit`]), if it is one.
-pub(super) fn klog_split(t: &str) -> Option<KlogSplit<'_>> {
-    let b = t.as_bytes();
-    if b.len() < 21
-        || !matches!(b[0], b'I' | b'W' | b'E' | b'F')
-        || !b[1..5].iter().all(u8::is_ascii_digit)
-        || b[5] != b' '
-    {
+/// Takes a klog line apart ([`KlogSplit`]), if it is one: the header
+/// reader's klog stamp, then a pid and the caller before `] `.
+pub(super) fn klog_split(t: &str, reference: Reference) -> Option<KlogSplit<'_>> {
+    if !t.starts_with(['I', 'W', 'E', 'F']) {
         return None;
     }
-    let month: u32 = t.get(1..3)?.parse().ok()?;
-    let day: u32 = t.get(3..5)?.parse().ok()?;
-    let clock = parse_clock(t.get(6..)?.split(' ').next()?)?;
-    let (_, rest) = t.get(6..)?.split_once(' ')?;
+    let (time, end) = klog_stamp(t, reference)?;
+    let rest = t.get(end..)?;
     let close = rest
         .find("] ")
         .or_else(|| rest.strip_suffix(']').map(|r| r.len()))?;
@@ -67,9 +58,7 @@ pub(super) fn klog_split(t: &str) -> Option<KlogSplit<'_>> {
         return None;
     }
     Some(KlogSplit {
-        month,
-        day,
-        clock,
+        time,
         letter: &t[..1],
         body: rest.get(close + 2..).unwrap_or(""),
     })
@@ -77,19 +66,7 @@ pub(super) fn klog_split(t: &str) -> Option<KlogSplit<'_>> {
 
 /// klog: `I0501 12:00:40.118204    1187 prober.go:107] "Probe failed" k="v"`.
 pub(super) fn decode_klog(t: &str, reference: Reference) -> Option<Payload> {
-    let KlogSplit {
-        month,
-        day,
-        clock,
-        letter,
-        body,
-    } = klog_split(t)?;
-    // A stamp without a year: completed from the reference, if any.
-    let time = match reference {
-        Reference::Near(r) => with_nearest_year(r, month, day, clock),
-        Reference::Bound(r) => with_inferred_year(r, month, day, clock),
-        Reference::None => None,
-    };
+    let KlogSplit { time, letter, body } = klog_split(t, reference)?;
     let level = Level::parse(letter);
     let (message, pairs) = if let Some(after) = body.strip_prefix('"') {
         // Structured klog: quoted message then logfmt-style pairs.

@@ -276,7 +276,7 @@ fn parts_at<'t>(
     if let Some(s) = console::split(t, json_text) {
         return Some((parts(s.message, s.fields.unwrap_or("")), false));
     }
-    if let Some(journal::KlogSplit { body, .. }) = journal::klog_split(lead) {
+    if let Some(journal::KlogSplit { body, .. }) = journal::klog_split(lead, Reference::None) {
         return Some(match body.strip_prefix('"') {
             Some(after) => {
                 let (msg, used) = super::quick::read_quoted(after);
