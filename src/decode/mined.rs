@@ -77,7 +77,7 @@ fn error_detail(text: &str) -> Option<Cow<'_, str>> {
     ERROR_KEYS.get(text)
 }
 
-/// The level of a payload whose format [`payload::sniff`] named `format`,
+/// The level of a payload whose format ([`super::Prepared::format`]) is `format`,
 /// without a decoder (the pipeline reads the level keys from the scan it
 /// already made: [`super::Decoder::level`]).
 pub fn quick_level(text: &str, format: &str) -> Option<Level> {

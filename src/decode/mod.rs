@@ -93,8 +93,8 @@ pub struct Prepared<'a> {
     /// Whether a rule literal can occur in `text`, when the block scan
     /// already answered it (None: the matcher must scan the text).
     pub prefiltered: Option<bool>,
-    /// The payload's format as sniffed from its first bytes (see
-    /// [`payload::sniff`]).
+    /// The payload's format as sniffed from its first bytes: `json`,
+    /// `console`, `logfmt`, `syslog`, `klog`, `golog`, `text` or `plain`.
     pub format: &'static str,
     /// The level its header gave (None for JSON and logfmt, whose level
     /// keys [`Decoder::level`] reads when asked).

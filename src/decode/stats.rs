@@ -32,7 +32,7 @@ pub struct DecodeStats {
     pub continuation_lines: u64,
     /// Continuation lines past a record's bound, kept as lines of their own.
     pub continuation_overflow: u64,
-    /// Lines by wrapper and payload format (see [`super::payload::sniff`]).
+    /// Lines by wrapper and payload format (see [`super::Prepared::format`]).
     pub formats: FormatCounts,
 }
 

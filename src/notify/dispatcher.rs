@@ -140,7 +140,7 @@ impl Dispatcher {
         self.grouping = on;
     }
 
-    /// After [`FALLBACK_AFTER`] consecutive failures of receiver `primary`,
+    /// After [`super::FALLBACK_AFTER`] consecutive failures of receiver `primary`,
     /// its notifications also go to receiver `fallback` (indices in the
     /// order given at construction).
     pub fn set_fallback(&self, primary: usize, fallback: usize) {

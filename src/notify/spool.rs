@@ -126,7 +126,7 @@ pub(super) fn file_safe(s: &str) -> String {
 }
 
 /// The spool file of a receiver: its name made file-safe and a digest of
-/// its identity ([`Receiver::identity`]: URL, key, configured name), so
+/// its identity ([`super::Receiver::identity`]: URL, key, configured name), so
 /// two receivers of one kind and host never share a spool, and no secret
 /// reaches a file name.
 pub fn spool_path(dir: &std::path::Path, name: &str, identity: &str) -> std::path::PathBuf {
