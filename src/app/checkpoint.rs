@@ -15,10 +15,8 @@
 //! learnt since the last checkpoint (at most one interval, 5 s by default);
 //! SIGTERM loses nothing.
 //!
-//! The file is versioned. This version reads its own format and the
-//! first one (`state.json` with the firing alerts and sticky values,
-//! `loki-cursor.json`, `file-offsets.json`), which it replaces; a file of a
-//! newer format is refused with a message saying so, never half-read.
+//! The file is versioned: a file of another format is refused with a
+//! message saying so (and what to do), never half-read.
 
 use super::AppError;
 use crate::alert::Notification;
