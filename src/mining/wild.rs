@@ -22,17 +22,24 @@ pub(super) fn framed_wild(tok: &str) -> Option<String> {
         .or_else(|| punct_wild(tok))
 }
 
+/// Where the word inside `tok`'s punctuation starts and ends (byte
+/// offsets), None for a token of punctuation only.
+fn word_bounds(tok: &str) -> Option<(usize, usize)> {
+    let head = tok.find(|c: char| !is_punct(c))?;
+    let tail = tok
+        .char_indices()
+        .rfind(|(_, c)| !is_punct(*c))
+        .map(|(i, c)| i + c.len_utf8())?;
+    Some((head, tail))
+}
+
 /// `<*>,` for `word,`, `"<*>"` for `"word"`: a word with punctuation
 /// before or after it (a bare word is a bare variable's already).
 pub(super) fn punct_wild(tok: &str) -> Option<String> {
     if is_wild(tok) {
         return None;
     }
-    let head = tok.find(|c: char| !is_punct(c))?;
-    let tail = tok
-        .char_indices()
-        .rfind(|(_, c)| !is_punct(*c))
-        .map(|(i, c)| i + c.len_utf8())?;
+    let (head, tail) = word_bounds(tok)?;
     let (pre, post) = (&tok[..head], &tok[tail..]);
     // Brackets are [`bracketed_wild`]'s; a frame must be there.
     if (pre.is_empty() && post.is_empty()) || pre.contains(['(', '[']) || post.contains([')', ']'])
@@ -48,11 +55,7 @@ pub(super) fn bracketed_wild(tok: &str) -> Option<String> {
     if is_wild(tok) || !closes_own_bracket(tok) {
         return None;
     }
-    let head = tok.find(|c: char| !is_punct(c))?;
-    let tail = tok
-        .char_indices()
-        .rfind(|(_, c)| !is_punct(*c))
-        .map(|(i, c)| i + c.len_utf8())?;
+    let (head, tail) = word_bounds(tok)?;
     (head < tail).then(|| format!("{}{WILDCARD}{}", &tok[..head], &tok[tail..]))
 }
 
