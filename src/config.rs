@@ -62,6 +62,31 @@ pub struct Config {
     /// Rule files of one's own, and whether the built-in pack stays.
     #[serde(default)]
     pub rules: Option<RulesSection>,
+    /// Who may see the status page, its data and the report.
+    #[serde(default)]
+    pub web: Option<WebSection>,
+}
+
+/// `web:` — the credentials of the guarded endpoints (the status page,
+/// `/api/…`, `/report`): bearer tokens from files, and users with bcrypt
+/// password hashes (`htpasswd -nbBC 10 USER PASSWORD`), as Prometheus' web
+/// configuration takes them. Relative paths are relative to the
+/// configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSection {
+    /// Files of bearer tokens, one per line (several: rotation).
+    #[serde(default)]
+    pub token_files: Vec<PathBuf>,
+    /// User name → bcrypt hash.
+    #[serde(default)]
+    pub basic_auth_users: std::collections::BTreeMap<String, String>,
+    /// The status page's listener over TLS: the PEM certificate (chain)…
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// …and its PEM key.
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
 }
 
 /// `rules:` — rule files of one's own (added to the built-in pack; a rule
@@ -254,8 +279,19 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     })?;
     let mut c = parse(&name, &text)?;
     // Rule paths follow the file, wherever sigwatch runs from.
-    if let (Some(r), Some(dir)) = (c.rules.as_mut(), path.parent()) {
-        for f in &mut r.files {
+    if let Some(dir) = path.parent() {
+        let rules = c.rules.as_mut().map(|r| &mut r.files);
+        let tokens = c.web.as_mut().map(|w| &mut w.token_files);
+        for f in rules.into_iter().chain(tokens).flatten() {
+            if f.is_relative() {
+                *f = dir.join(&*f);
+            }
+        }
+        let tls = c
+            .web
+            .as_mut()
+            .map(|w| [&mut w.tls_cert_file, &mut w.tls_key_file]);
+        for f in tls.into_iter().flatten().flatten() {
             if f.is_relative() {
                 *f = dir.join(&*f);
             }

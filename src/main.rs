@@ -48,7 +48,7 @@ enum LogFormat {
 enum Cmd {
     /// Watch live logs (stdin, Loki or files); notifications go to stdout and the receivers.
     #[command(
-        after_help = "Examples:\n  kubectl logs -f -l app=livekit --prefix --max-log-requests 50 | sigwatch run\n  sigwatch run --loki http://loki:3100 --query '{namespace=\"livekit\"}' --state-dir /var/lib/sigwatch --alertmanager http://alertmanager:9093\n  sigwatch run --file '/var/log/pods/*/*/*.log' --rules /etc/sigwatch/rules --watch-rules\n\nSIGHUP reloads the rules; SIGTERM drains deliveries for --shutdown-timeout, a second signal exits at once.\n/healthz, /readyz and /metrics are served on --listen (127.0.0.1:9464).\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
+        after_help = "Examples:\n  kubectl logs -f -l app=livekit --prefix --max-log-requests 50 | sigwatch run\n  sigwatch run --loki http://loki:3100 --query '{namespace=\"livekit\"}' --state-dir /var/lib/sigwatch --alertmanager http://alertmanager:9093\n  sigwatch run --file '/var/log/pods/*/*/*.log' --rules /etc/sigwatch/rules --watch-rules\n\nSIGHUP reloads the rules; SIGTERM drains deliveries for --shutdown-timeout, a second signal exits at once.\n/healthz, /readyz and /metrics are served on --listen (127.0.0.1:9464) with the status page, and alone on --listen-metrics; the status page, /api/status and /report need a credential (--web-token-file) on any address other hosts can reach.\n\nExit status: 0 every notification delivered; 2 a setup error; 3 some notification not delivered."
     )]
     Run(Box<RunArgs>),
     /// Replay log files in event time; the same input always gives the same output.
@@ -104,6 +104,13 @@ enum Cmd {
 See docs/scaling.md."
     )]
     PrometheusRules(PrometheusRulesArgs),
+    /// Print the bcrypt hash of a password read from stdin, for
+    /// web.basic_auth_users in sigwatch.yaml (the password never goes on
+    /// the command line).
+    #[command(
+        after_help = "Examples:\n  read -rs PW; printf '%s' \"$PW\" | sigwatch hash-password\n  sigwatch hash-password < password.txt\n\nThe same hash as `htpasswd -nbBC 10 USER PASSWORD` prints after the colon."
+    )]
+    HashPassword(HashPasswordArgs),
     /// Print the shell completion script for bash, zsh, fish, elvish or
     /// powershell.
     #[command(
@@ -115,6 +122,13 @@ See docs/scaling.md."
         after_help = "Examples:\n  sigwatch man | man -l -\n  sigwatch man --out /usr/local/share/man/man1"
     )]
     Man(ManArgs),
+}
+
+#[derive(Args)]
+struct HashPasswordArgs {
+    /// bcrypt's cost (each step doubles the work of a check and of a guess).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(4..=16))]
+    cost: u32,
 }
 
 #[derive(Args)]
@@ -257,6 +271,7 @@ fn main() -> ExitCode {
         Cmd::Man(a) => man(a.out.as_deref()).map(|()| 0),
         Cmd::Check(a) => return ExitCode::from(commands::check(&a.rules, a.literals)),
         Cmd::PrometheusRules(a) => return ExitCode::from(commands::prometheus_rules(&a.rules)),
+        Cmd::HashPassword(a) => return ExitCode::from(commands::hash_password(a.cost)),
         Cmd::Test(a) => return ExitCode::from(commands::test(&a.rules, &a.paths)),
         Cmd::Explain(a) => {
             return ExitCode::from(commands::explain(&a.rules, &a.only, &a.lines, a.json))

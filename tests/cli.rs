@@ -990,3 +990,50 @@ fn check_config_names_the_receiver_that_cannot_be_built() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("absent.yaml"), "{err}");
 }
+
+#[test]
+fn check_config_validates_the_web_settings_and_hash_password_makes_a_hash() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["hash-password", "--cost", "4"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"pw of alice\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let hash = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(bcrypt::verify("pw of alice", &hash).unwrap(), "{hash}");
+    std::fs::write(dir.path().join("tokens"), "tok\n").unwrap();
+    let p = dir.path().join("sigwatch.yaml");
+    let write = |web: &str| std::fs::write(&p, format!("web:\n{web}")).unwrap();
+    write(&format!(
+        "  token_files: [tokens]\n  basic_auth_users:\n    alice: '{hash}'\n"
+    ));
+    let (code, out, err) = sigwatch(&["check", "--config", "sigwatch.yaml"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("web 1 token file(s), 1 user(s)"), "{out}");
+    // Each mistake is named.
+    for (web, names) in [
+        ("  basic_auth_users:\n    bob: 'hunter2'\n", "bob"),
+        ("  token_files: [missing-tokens]\n", "missing-tokens"),
+        ("  tls_cert_file: tls.crt\n", "--web-tls-key"),
+        (
+            "  tls_cert_file: none.crt\n  tls_key_file: none.key\n",
+            "none.crt",
+        ),
+        ("  token_file: [tokens]\n", "token_file"),
+    ] {
+        write(web);
+        let (code, out, err) = sigwatch(&["check", "--config", "sigwatch.yaml"], dir.path());
+        assert_ne!(code, Some(0), "{web}: {out}");
+        assert!(err.contains(names), "{web}: {err}");
+    }
+}

@@ -411,7 +411,7 @@ async fn idle_and_half_sent_clients_cannot_starve_liveness() {
         header_timeout: Duration::from_secs(3),
         max_age: Duration::from_secs(60),
     };
-    tokio::spawn(serve_with(listener, t.clone(), limits));
+    tokio::spawn(serve_with(listener, t.clone(), limits, Default::default()));
     let base = format!("http://127.0.0.1:{port}");
     wait_for(&format!("{base}/healthz"), |c, _| c == 200).await;
     // Fill every slot with clients that never finish their headers.

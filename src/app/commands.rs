@@ -323,6 +323,31 @@ pub fn prometheus_rules(rules: &RulesOptions) -> u8 {
     }
 }
 
+/// `sigwatch hash-password`: the bcrypt hash of the first line of stdin
+/// (without its line end), on stdout.
+pub fn hash_password(cost: u32) -> u8 {
+    let mut line = String::new();
+    if let Err(e) = std::io::stdin().read_line(&mut line) {
+        eprintln!("sigwatch: cannot read the password from stdin: {e}");
+        return 2;
+    }
+    let password = line.trim_end_matches(['\r', '\n']);
+    if password.is_empty() {
+        eprintln!("sigwatch: no password on stdin");
+        return 2;
+    }
+    match bcrypt::hash(password, cost) {
+        Ok(h) => {
+            println!("{h}");
+            0
+        }
+        Err(e) => {
+            eprintln!("sigwatch: {e}");
+            2
+        }
+    }
+}
+
 /// A rendered test result in colour: `ok` green, `FAIL` red, the diff's
 /// missing lines red, unexpected green, changed yellow.
 fn colorize(text: &str) -> String {

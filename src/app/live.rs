@@ -192,34 +192,80 @@ async fn serve_status(
     engine: &mut crate::engine::Engine,
     telemetry: &Arc<Telemetry>,
 ) -> Result<(), AppError> {
-    let addr = a.listen.as_deref().unwrap_or(sources::DEFAULT_LISTEN);
-    if addr != "none" {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => {
-                // The status page links to a report of this run, rendered
-                // when asked for.
-                d.record_live(engine.rules());
-                engine.record_hits(true, false);
-                tracing::info!(
-                    addr,
-                    "Serving /healthz, /readyz, /metrics, and the status page at /."
-                );
-                let t = telemetry.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = crate::server::serve(listener, t).await {
-                        tracing::error!(error = %e, "The health and metrics server stopped.");
-                    }
-                });
+    use crate::server::{auth, Surface};
+    let access = Arc::new(sources::web_access(a)?);
+    let tls = sources::web_tls(a)?;
+    telemetry.set_group_labels(a.metrics_group_labels);
+    // With --listen-metrics alone the probes and the scrape are there, and
+    // the status page is served only where --listen asks.
+    let addr = match (&a.listen, &a.listen_metrics) {
+        (Some(l), _) => l.as_str(),
+        (None, Some(_)) => "none",
+        (None, None) => sources::DEFAULT_LISTEN,
+    };
+    if addr != "none" && !auth::is_loopback(addr) && !access.is_configured() && !a.insecure_ui {
+        return Err(AppError::Setup(format!(
+            "--listen {addr} would show the status page, /api/status and /report (log lines, node names) to anyone who can reach it: give a credential (--web-token-file FILE, SIGWATCH_WEB_TOKEN, or web.basic_auth_users in --config), serve only /healthz, /readyz and /metrics there with --listen-metrics {addr} --listen 127.0.0.1:9464, or say --insecure-ui"
+        )));
+    }
+    if let Some(m) = &a.listen_metrics {
+        let listener = tokio::net::TcpListener::bind(m.as_str())
+            .await
+            .map_err(|e| AppError::io(format!("cannot listen on {m}"))(e))?;
+        tracing::info!(addr = %m, "Serving /healthz, /readyz and /metrics (open).");
+        let surface = Surface {
+            access: access.clone(),
+            ui: false,
+            tls: None,
+        };
+        spawn_server(listener, telemetry.clone(), surface);
+    }
+    if addr == "none" {
+        return Ok(());
+    }
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => {
+            // The status page links to a report of this run, rendered
+            // when asked for.
+            d.record_live(engine.rules());
+            engine.record_hits(true, false);
+            tracing::info!(
+                addr,
+                guarded = access.is_configured(),
+                tls = tls.is_some(),
+                "Serving /healthz, /readyz, /metrics, and the status page at / (with /api/status and /report behind the credentials when any is configured)."
+            );
+            if let Some(t) = &tls {
+                t.reloading.reload_on_sighup();
             }
-            // Piping into a second sigwatch is normal: only an address
-            // asked for must be free.
-            Err(e) if a.listen.is_none() => {
-                tracing::warn!(addr, error = %e, "The default address for /healthz, /readyz and /metrics is taken (another sigwatch?); going on without them. Give --listen ADDR, or --listen none to silence this.");
-            }
-            Err(e) => return Err(AppError::io(format!("cannot listen on {addr}"))(e)),
+            let surface = Surface {
+                access,
+                ui: true,
+                tls: tls.map(|t| t.config),
+            };
+            spawn_server(listener, telemetry.clone(), surface);
         }
+        // Piping into a second sigwatch is normal: only an address
+        // asked for must be free.
+        Err(e) if a.listen.is_none() => {
+            tracing::warn!(addr, error = %e, "The default address for /healthz, /readyz and /metrics is taken (another sigwatch?); going on without them. Give --listen ADDR, or --listen none to silence this.");
+        }
+        Err(e) => return Err(AppError::io(format!("cannot listen on {addr}"))(e)),
     }
     Ok(())
+}
+
+/// Runs one listener of the server on a task of its own.
+fn spawn_server(
+    listener: tokio::net::TcpListener,
+    t: Arc<Telemetry>,
+    surface: crate::server::Surface,
+) {
+    tokio::spawn(async move {
+        if let Err(e) = crate::server::serve(listener, t, surface).await {
+            tracing::error!(error = %e, "The health and metrics server stopped.");
+        }
+    });
 }
 
 /// How long a start waits for the state directory while another sigwatch

@@ -103,6 +103,53 @@ pub struct SourceOptions {
     /// on without them. [default: 127.0.0.1:9464]
     #[arg(help_heading = "Server", long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// Serve the open endpoints only (/healthz, /readyz, /metrics) here:
+    /// the probes and the scrape on a cluster-internal port, the status
+    /// page on --listen behind credentials (with --listen-metrics and no
+    /// --listen, the status page is not served).
+    #[arg(help_heading = "Server", long, value_name = "ADDR")]
+    pub listen_metrics: Option<String>,
+    /// A file of bearer tokens (one per line) that open the status page,
+    /// /api/… and /report (repeatable, for rotation; also the environment's
+    /// SIGWATCH_WEB_TOKEN, and the web: section of --config).
+    #[arg(help_heading = "Server", long, value_name = "FILE")]
+    pub web_token_file: Vec<PathBuf>,
+    /// Serve the status page, /api/… and /report without credentials on an
+    /// address other hosts can reach (they show log lines and node names).
+    #[arg(help_heading = "Server", long)]
+    pub insecure_ui: bool,
+    /// Serve --listen over TLS with this PEM certificate (chain) and
+    /// --web-tls-key; both are read again when they change and on SIGHUP.
+    #[arg(
+        help_heading = "Server",
+        long,
+        value_name = "FILE",
+        requires = "web_tls_key"
+    )]
+    pub web_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --web-tls-cert.
+    #[arg(
+        help_heading = "Server",
+        long,
+        value_name = "FILE",
+        requires = "web_tls_cert"
+    )]
+    pub web_tls_key: Option<PathBuf>,
+    /// Export the per-group series (sigwatch_signature_hits_total,
+    /// sigwatch_group_last_seen_seconds), whose label values are node and
+    /// pod names. Off, /metrics names no group, and the cluster-wide
+    /// recording rules of deploy/prometheus-rules.yaml see nothing.
+    #[arg(
+        help_heading = "Server",
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub metrics_group_labels: bool,
+    /// Users and bcrypt hashes from the configuration's web: section.
+    #[arg(skip)]
+    pub web_users: Vec<(String, String)>,
     /// Follow log files matching this glob instead of stdin (repeatable),
     /// e.g. '/var/log/pods/*/*/*.log'.
     #[arg(help_heading = "Files", long = "file", value_name = "GLOB")]
@@ -154,6 +201,13 @@ impl Default for SourceOptions {
             state_dir: None,
             checkpoint_interval: Dur::secs(5),
             listen: None,
+            listen_metrics: None,
+            web_token_file: Vec::new(),
+            insecure_ui: false,
+            web_tls_cert: None,
+            web_tls_key: None,
+            metrics_group_labels: true,
+            web_users: Vec::new(),
             files: Vec::new(),
             watch_rules: false,
             shard: None,
@@ -409,6 +463,18 @@ pub fn apply_config(
     if a.state_dir.is_none() {
         a.state_dir = c.state_dir.clone();
     }
+    if let Some(w) = &c.web {
+        a.web_token_file.extend(w.token_files.iter().cloned());
+        if a.web_tls_cert.is_none() && a.web_tls_key.is_none() {
+            a.web_tls_cert = w.tls_cert_file.clone();
+            a.web_tls_key = w.tls_key_file.clone();
+        }
+        a.web_users = w
+            .basic_auth_users
+            .iter()
+            .map(|(u, h)| (u.clone(), h.clone()))
+            .collect();
+    }
     if a.files.is_empty() {
         a.files = c.files.clone();
     }
@@ -553,5 +619,47 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
     if let Some(d) = &a.state_dir {
         lines.push(format!("state_dir {}", d.display()));
     }
+    if config.web.is_some() {
+        // The token files read, the hashes bcrypt's, the pair loads.
+        web_access(&a)?;
+        let tls = web_tls(&a)?;
+        lines.push(format!(
+            "web {} token file(s), {} user(s){}",
+            a.web_token_file.len(),
+            a.web_users.len(),
+            if tls.is_some() { ", TLS" } else { "" }
+        ));
+    }
     Ok(lines)
+}
+
+/// The credentials of the guarded endpoints: the token files', the
+/// environment's `SIGWATCH_WEB_TOKEN`, the configuration's users.
+pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppError> {
+    let mut tokens = Vec::new();
+    for f in &a.web_token_file {
+        tokens.extend(
+            crate::server::auth::tokens_from_file(f).map_err(|e| AppError::Setup(e.to_string()))?,
+        );
+    }
+    if let Ok(t) = std::env::var("SIGWATCH_WEB_TOKEN") {
+        if !t.trim().is_empty() {
+            tokens.push(t.trim().to_string());
+        }
+    }
+    crate::server::auth::Access::new(&tokens, &a.web_users)
+        .map_err(|e| AppError::Setup(e.to_string()))
+}
+
+/// The TLS configuration of `--listen`, when a certificate is given.
+pub fn web_tls(a: &SourceOptions) -> Result<Option<crate::server::tls::Served>, AppError> {
+    match (&a.web_tls_cert, &a.web_tls_key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => crate::server::tls::Served::load(cert, key)
+            .map(Some)
+            .map_err(|e| AppError::Setup(e.to_string())),
+        _ => Err(AppError::Setup(
+            "a TLS certificate needs its key and a key its certificate: give both --web-tls-cert and --web-tls-key (web.tls_cert_file and web.tls_key_file)".into(),
+        )),
+    }
 }

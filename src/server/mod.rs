@@ -9,7 +9,11 @@
 //! in the metrics, not as unready: a consumer has no traffic to shed, and
 //! taking it out would only hide the problem.
 
+pub mod auth;
+pub mod tls;
+
 use crate::notify::ReceiverSnapshot;
+use auth::{Access, Verdict};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -63,6 +67,8 @@ pub struct Telemetry {
     /// while nodes come and go.
     exported: Mutex<std::collections::HashSet<Labels>>,
     reload_error: Mutex<Option<String>>,
+    /// Whether the per-group series are exported (`--metrics-group-labels`).
+    group_labels: AtomicBool,
     status: Mutex<String>,
     /// `/report`: requests so far, and the last report the live loop
     /// rendered with the request count it answers.
@@ -138,6 +144,7 @@ impl Telemetry {
             seen: Mutex::new(HashMap::new()),
             exported: Mutex::new(std::collections::HashSet::new()),
             reload_error: Mutex::new(None),
+            group_labels: AtomicBool::new(true),
             status: Mutex::new(String::new()),
             report_wanted: std::sync::atomic::AtomicU64::new(0),
             report: Mutex::new((0, String::new())),
@@ -208,6 +215,18 @@ impl Telemetry {
         }
     }
 
+    /// Whether `/metrics` shows the per-group series (their label values
+    /// are node and pod names); on by default.
+    pub fn set_group_labels(&self, on: bool) {
+        self.group_labels.store(on, Ordering::Relaxed);
+    }
+
+    /// Counts one event of the server's own (`sigwatch_events_total{kind}`):
+    /// a failed credential, a client answered 429, a cross-origin write.
+    fn count_event(&self, kind: &str) {
+        self.counters.get_or_create(&l(&[("kind", kind)])).inc();
+    }
+
     /// The source is (or is not) connected, with a description.
     pub fn set_source(&self, ready: bool, what: &str) {
         self.source_ready.store(ready, Ordering::Relaxed);
@@ -274,6 +293,8 @@ impl Telemetry {
                 Family::State => {
                     self.gauges.get_or_create(&labels).set(sample.value);
                 }
+                Family::GroupLastSeen | Family::GroupHits
+                    if !self.group_labels.load(Ordering::Relaxed) => {}
                 Family::GroupLastSeen => {
                     self.last_seen.get_or_create(&labels).set(sample.value);
                 }
@@ -419,8 +440,112 @@ pub fn default_max_connections() -> usize {
     (nofile / 4).clamp(8, 256)
 }
 
+/// What one listener serves: everything (the status page, its data and
+/// the report behind [`Access`]), or the open endpoints only (`/healthz`,
+/// `/readyz`, `/metrics`: `--listen-metrics`).
+#[derive(Clone)]
+pub struct Surface {
+    /// The credentials the guarded endpoints accept.
+    pub access: Arc<Access>,
+    /// Whether the guarded endpoints are served here at all.
+    pub ui: bool,
+    /// TLS, when the listener speaks it (the handshake is done within the
+    /// header timeout).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Default for Surface {
+    /// Everything, without credentials (a loopback listener).
+    fn default() -> Self {
+        Surface {
+            access: Arc::new(Access::default()),
+            ui: true,
+            tls: None,
+        }
+    }
+}
+
+/// Answers a guarded request: a valid credential (when any is
+/// configured), and for a write a same-origin request (no cross-site
+/// form or script can post with the browser's basic credentials).
+async fn guard(
+    axum::extract::State((access, t)): axum::extract::State<(Arc<Access>, Arc<Telemetry>)>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{header, Method, StatusCode};
+    use axum::response::IntoResponse;
+    let client = req
+        .extensions()
+        .get::<Peer>()
+        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.0);
+    if access.is_configured() {
+        let authorization = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match access.check(authorization, client).await {
+            Verdict::Allowed => {}
+            Verdict::Denied => {
+                t.count_event("http_auth_failures");
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [
+                        (
+                            header::WWW_AUTHENTICATE,
+                            "Basic realm=\"sigwatch\", charset=\"UTF-8\"",
+                        ),
+                        (header::CACHE_CONTROL, "no-store"),
+                    ],
+                    "unauthorized\n",
+                )
+                    .into_response();
+            }
+            Verdict::Limited => {
+                t.count_event("http_auth_limited");
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [
+                        (header::RETRY_AFTER, "60"),
+                        (header::CACHE_CONTROL, "no-store"),
+                    ],
+                    "too many failed attempts; try again later\n",
+                )
+                    .into_response();
+            }
+        }
+    }
+    if !matches!(*req.method(), Method::GET | Method::HEAD) && !same_origin(req.headers()) {
+        t.count_event("http_cross_origin_refused");
+        return (StatusCode::FORBIDDEN, "cross-origin write refused\n").into_response();
+    }
+    next.run(req).await
+}
+
+/// Whether a request's `Origin` (when a browser sent one) names the host
+/// it was sent to.
+fn same_origin(h: &axum::http::HeaderMap) -> bool {
+    let Some(origin) = h
+        .get(axum::http::header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return true;
+    };
+    let host = h
+        .get(axum::http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    !host.is_empty() && origin_host.trim_end_matches('/') == host
+}
+
+/// The client's address, put on each request by the connection that
+/// carried it.
+#[derive(Debug, Clone, Copy)]
+struct Peer(std::net::IpAddr);
+
 /// The routes of the server.
-fn router(t: Arc<Telemetry>) -> axum::Router {
+fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
     use axum::http::StatusCode;
     let code = |ok: bool| {
         if ok {
@@ -431,7 +556,30 @@ fn router(t: Arc<Telemetry>) -> axum::Router {
     };
     let (r, m, st, rep) = (t.clone(), t.clone(), t.clone(), t.clone());
     let page = crate::report::status_page();
-    probes(t)
+    let open = healthz(t.clone())
+        .route(
+            "/readyz",
+            axum::routing::get(move || async move {
+                let (ok, b) = r.readiness();
+                (code(ok), [("content-type", "application/json")], b)
+            }),
+        )
+        .route(
+            "/metrics",
+            axum::routing::get(move || async move {
+                (
+                    [(
+                        "content-type",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    m.metrics(),
+                )
+            }),
+        );
+    if !surface.ui {
+        return open.fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found\n") });
+    }
+    let guarded = axum::Router::new()
         .route(
             "/",
             axum::routing::get(move || {
@@ -474,51 +622,41 @@ fn router(t: Arc<Telemetry>) -> axum::Router {
                 }
             }),
         )
-        .route(
-            "/readyz",
-            axum::routing::get(move || async move {
-                let (ok, b) = r.readiness();
-                (code(ok), [("content-type", "application/json")], b)
-            }),
-        )
-        .route(
-            "/metrics",
-            axum::routing::get(move || async move {
-                (
-                    [(
-                        "content-type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    m.metrics(),
-                )
-            }),
-        )
+        .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found\n") })
+        .layer(axum::middleware::from_fn_with_state(
+            (surface.access.clone(), t),
+            guard,
+        ));
+    open.merge(guarded)
 }
 
 /// `/healthz` alone: what the reserve answers when the server is full
 /// (everything else there is a 503 saying so).
 fn probes(t: Arc<Telemetry>) -> axum::Router {
-    use axum::http::StatusCode;
-    axum::Router::new()
-        .route(
-            "/healthz",
-            axum::routing::get(move || async move {
-                let (ok, b) = t.health();
-                let code = if ok {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                };
-                (code, b)
-            }),
+    healthz(t).fallback(|| async {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("connection", "close")],
+            "connection limit reached; only /healthz is answered\n",
         )
-        .fallback(|| async {
-            (
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                [("connection", "close")],
-                "connection limit reached; only /healthz is answered\n",
-            )
-        })
+    })
+}
+
+/// The liveness probe's route.
+fn healthz(t: Arc<Telemetry>) -> axum::Router {
+    use axum::http::StatusCode;
+    axum::Router::new().route(
+        "/healthz",
+        axum::routing::get(move || async move {
+            let (ok, b) = t.health();
+            let code = if ok {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            (code, b)
+        }),
+    )
 }
 
 /// Serves `/healthz`, `/readyz`, `/metrics` and the status page on an
@@ -528,8 +666,12 @@ fn probes(t: Arc<Telemetry>) -> axum::Router {
 /// the cap a small reserve still answers `/healthz` (one request per
 /// connection), and beyond that connections are closed at once. Rejected
 /// connections are counted (`http_connections_rejected`).
-pub async fn serve(listener: tokio::net::TcpListener, t: Arc<Telemetry>) -> std::io::Result<()> {
-    serve_with(listener, t, Limits::default()).await
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    t: Arc<Telemetry>,
+    surface: Surface,
+) -> std::io::Result<()> {
+    serve_with(listener, t, Limits::default(), surface).await
 }
 
 /// [`serve`] with explicit limits.
@@ -537,10 +679,12 @@ pub async fn serve_with(
     listener: tokio::net::TcpListener,
     t: Arc<Telemetry>,
     limits: Limits,
+    surface: Surface,
 ) -> std::io::Result<()> {
     use tokio::sync::Semaphore;
-    let app = router(t.clone());
+    let app = router(t.clone(), &surface);
     let reserve_app = probes(t.clone());
+    let acceptor = surface.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     let full = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     // The reserve's connections, oldest first: when it is full the oldest
     // goes, so a crowd of idle clients can never hold it against a probe
@@ -552,8 +696,8 @@ pub async fn serve_with(
         .get_or_create(&l(&[("kind", "http_connections_rejected")]))
         .clone();
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok((s, a)) => (s, Peer(a.ip())),
             Err(e) => {
                 // Out of descriptors or a reset before accept: wait a
                 // moment instead of spinning, and go on.
@@ -564,9 +708,18 @@ pub async fn serve_with(
         };
         match full.clone().try_acquire_owned() {
             Ok(permit) => {
-                let app = app.clone();
+                let app = app.clone().layer(axum::Extension(peer));
+                let tls = acceptor.clone();
                 tokio::spawn(async move {
-                    connection(stream, app, true, limits.header_timeout, limits.max_age).await;
+                    let (h, age) = (limits.header_timeout, limits.max_age);
+                    match tls {
+                        None => connection(stream, app, true, h, age).await,
+                        Some(tls) => {
+                            if let Ok(Ok(s)) = tokio::time::timeout(h, tls.accept(stream)).await {
+                                connection(s, app, true, h, age).await;
+                            }
+                        }
+                    }
                     drop(permit);
                 });
             }
@@ -580,8 +733,18 @@ pub async fn serve_with(
                 }
                 let app = reserve_app.clone();
                 let timeout = limits.reserve_timeout;
+                let tls = acceptor.clone();
                 let task = tokio::spawn(async move {
-                    connection(stream, app, false, timeout, timeout * 4).await;
+                    match tls {
+                        None => connection(stream, app, false, timeout, timeout * 4).await,
+                        Some(tls) => {
+                            if let Ok(Ok(s)) =
+                                tokio::time::timeout(timeout, tls.accept(stream)).await
+                            {
+                                connection(s, app, false, timeout, timeout * 4).await;
+                            }
+                        }
+                    }
                 });
                 reserve.push_back(task.abort_handle());
             }
@@ -591,13 +754,15 @@ pub async fn serve_with(
 
 /// Serves one connection: headers within `header_timeout` (also the
 /// longest idle wait between kept-alive requests), closed after `max_age`.
-async fn connection(
-    stream: tokio::net::TcpStream,
+async fn connection<S>(
+    stream: S,
     app: axum::Router,
     keep_alive: bool,
     header_timeout: std::time::Duration,
     max_age: std::time::Duration,
-) {
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let io = hyper_util::rt::TokioIo::new(stream);
     let mut b = hyper::server::conn::http1::Builder::new();
     b.timer(hyper_util::rt::TokioTimer::new())
