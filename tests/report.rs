@@ -446,3 +446,73 @@ fn the_live_status_page_shows_the_incident_and_the_firing_alerts_per_node() {
     assert_eq!(attrs(&dom, "g", "lane", "data-lane").len(), 7);
     drop(stdin);
 }
+
+#[test]
+fn the_status_page_loads_in_a_browser_with_basic_auth() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash("pw-of-alice", 4).unwrap();
+    let config = dir.path().join("sigwatch.yaml");
+    std::fs::write(
+        &config,
+        format!("web:\n  basic_auth_users:\n    alice: '{hash}'\n"),
+    )
+    .unwrap();
+    let mut child = Killed(
+        Command::new(BIN)
+            .args(["run", "--log-level", "error", "--config"])
+            .arg(&config)
+            .arg(format!("--listen=127.0.0.1:{port}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = child.0.stdin.take().unwrap();
+    stdin
+        .write_all(&std::fs::read(fixture("livekit-redis-outage.log")).unwrap())
+        .unwrap();
+    stdin.flush().unwrap();
+    // Wait (bounded) for the firing alerts, through the same credential.
+    let auth = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode("alice:pw-of-alice")
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "no status with 12 firing alerts");
+        if let Some((200, body)) = get_with(port, "/api/status", &format!("Basic {auth}")) {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if v["firing"].as_array().map_or(0, |a| a.len()) == 12 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Without the credential the browser gets the 401 page only.
+    let dom = dump_dom(&format!("http://127.0.0.1:{port}/"), 2000);
+    assert_eq!(count_class_prefix(&dom, "div", "firing-alert"), 0);
+    assert!(!dom.contains("node-row"), "{dom}");
+    // With it (user and password in the address, as a person types them
+    // into the browser's prompt) the page and its data load.
+    let dom = dump_dom(&format!("http://alice:pw-of-alice@127.0.0.1:{port}/"), 5000);
+    assert_eq!(count_class_prefix(&dom, "div", "firing-alert"), 12, "{dom}");
+    assert_eq!(attrs(&dom, "tr", "node-row", "data-node").len(), 6);
+    drop(stdin);
+}
+
+/// [`get`] with an `Authorization` header.
+fn get_with(port: u16, path: &str, authorization: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {authorization}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split(' ').nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}

@@ -82,7 +82,12 @@
     tickAges();
   }
   function poll() {
-    fetch("api/status", { cache: "no-store" })
+    // The address without user:password@ (a page opened as
+    // http://user:pw@host/ has them in its base URL, and fetch refuses a
+    // URL with credentials); the browser sends the basic credentials it
+    // was given for this origin by itself.
+    var url = location.origin + location.pathname.replace(/[^\/]*$/, "") + "api/status";
+    fetch(url, { cache: "no-store", credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(render)
       .catch(function (e) { document.getElementById("status").textContent = "cannot reach sigwatch: " + e; })
