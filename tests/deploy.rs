@@ -77,6 +77,7 @@ fn every_manifest_parses_and_matches_the_binary() {
         "Service",
         "PodDisruptionBudget",
         "ServiceMonitor",
+        "NetworkPolicy",
     ] {
         assert!(kinds.contains(k), "no {k} in deploy/kubernetes: {kinds:?}");
     }
@@ -129,23 +130,61 @@ fn every_manifest_parses_and_matches_the_binary() {
                     "{file}: {flag} is not an option of `sigwatch run`"
                 );
             }
-            // The port served is the one the probes and the Service use.
-            let listen = args
-                .iter()
-                .find_map(|a| a.strip_prefix("--listen="))
-                .unwrap_or_else(|| panic!("{file}: --listen must bind beyond 127.0.0.1"));
-            let listen_port: u16 = listen.rsplit(':').next().unwrap().parse().unwrap();
-            assert_eq!(listen_port, port, "{file}: not the default port");
+            // The probes and the scrape have a listener of their own, on
+            // the default port; the probes and the Service use it.
+            let value = |flag: &str| {
+                args.iter()
+                    .find_map(|a| a.strip_prefix(&format!("{flag}=")[..]))
+            };
+            let metrics = value("--listen-metrics")
+                .unwrap_or_else(|| panic!("{file}: --listen-metrics must bind beyond 127.0.0.1"));
+            let metrics_port: u16 = metrics.rsplit(':').next().unwrap().parse().unwrap();
+            assert_eq!(metrics_port, port, "{file}: not the default port");
             let ports = c["ports"].as_sequence().unwrap();
-            let named = ports
-                .iter()
-                .find(|p| p["name"].as_str() == Some("http-metrics"))
-                .unwrap();
-            assert_eq!(
-                named["containerPort"].as_u64(),
-                Some(u64::from(port)),
-                "{file}"
+            let port_of = |name: &str| {
+                ports
+                    .iter()
+                    .find(|p| p["name"].as_str() == Some(name))
+                    .and_then(|p| p["containerPort"].as_u64())
+            };
+            assert_eq!(port_of("http-metrics"), Some(u64::from(port)), "{file}");
+            // The status page shows log lines: on the pod's loopback, or
+            // behind tokens from a Secret the pod cannot start without.
+            assert!(!args.contains(&"--insecure-ui"), "{file}");
+            let ui = value("--listen").unwrap_or_else(|| panic!("{file}: no --listen"));
+            let ui_port: u64 = ui.rsplit(':').next().unwrap().parse().unwrap();
+            assert_ne!(
+                ui_port,
+                u64::from(port),
+                "{file}: the UI shares the metrics port"
             );
+            if !ui.starts_with("127.0.0.1:") {
+                assert_eq!(port_of("http-ui"), Some(ui_port), "{file}");
+                let tokens = value("--web-token-file")
+                    .unwrap_or_else(|| panic!("{file}: {ui} without --web-token-file"));
+                let dir = Path::new(tokens).parent().unwrap().to_str().unwrap();
+                let mount = c["volumeMounts"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["mountPath"].as_str() == Some(dir))
+                    .unwrap_or_else(|| panic!("{file}: {tokens} is on no volume of its own"));
+                let volume = pod["spec"]["volumes"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == mount["name"])
+                    .unwrap();
+                assert!(
+                    volume["secret"]["secretName"].as_str().is_some(),
+                    "{file}: the tokens come from a Secret"
+                );
+                assert_ne!(
+                    volume["secret"]["optional"],
+                    Value::Bool(true),
+                    "{file}: a missing Secret must stop the pod, not open the page"
+                );
+            }
             assert_eq!(
                 c["livenessProbe"]["httpGet"]["path"].as_str(),
                 Some("/healthz"),
@@ -230,6 +269,67 @@ fn every_manifest_parses_and_matches_the_binary() {
     assert!(args
         .iter()
         .any(|a| a.as_str() == Some(&format!("--shard=$(SHARD_INDEX)/{n}"))));
+}
+
+#[test]
+fn only_prometheus_may_reach_the_open_endpoints() {
+    let docs = manifests();
+    let np = docs
+        .iter()
+        .find(|(_, v)| kind(v) == "NetworkPolicy")
+        .unwrap();
+    let spec = &np.1["spec"];
+    // It selects every sigwatch pod.
+    let sel = spec["podSelector"]["matchLabels"].as_mapping().unwrap();
+    for (file, v) in &docs {
+        if matches!(kind(v), "Deployment" | "StatefulSet" | "DaemonSet") {
+            let labels = &v["spec"]["template"]["metadata"]["labels"];
+            for (k, val) in sel {
+                assert_eq!(&labels[k.as_str().unwrap()], val, "{file}");
+            }
+        }
+    }
+    assert!(spec["policyTypes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|t| t.as_str() == Some("Ingress")));
+    let rules = spec["ingress"].as_sequence().unwrap();
+    let on = |port: &str| {
+        rules
+            .iter()
+            .filter(|r| {
+                r["ports"]
+                    .as_sequence()
+                    .is_some_and(|p| p.iter().any(|p| p["port"].as_str() == Some(port)))
+            })
+            .collect::<Vec<_>>()
+    };
+    // The metrics port: from Prometheus pods only, never from anywhere.
+    let metrics = on("http-metrics");
+    assert_eq!(metrics.len(), 1, "{metrics:?}");
+    let from = metrics[0]["from"]
+        .as_sequence()
+        .expect("a `from` on http-metrics");
+    assert!(!from.is_empty());
+    for peer in from {
+        assert!(
+            peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"].as_str()
+                == Some("prometheus"),
+            "{peer:?}"
+        );
+    }
+    // The UI port is reachable (it asks for credentials itself), and the
+    // Service names both.
+    assert_eq!(on("http-ui").len(), 1);
+    let svc = docs.iter().find(|(_, v)| kind(v) == "Service").unwrap();
+    let names: Vec<&str> = svc.1["spec"]["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["http-metrics", "http-ui"]);
 }
 
 #[test]
