@@ -87,6 +87,9 @@ pub struct WebSection {
     /// …and its PEM key.
     #[serde(default)]
     pub tls_key_file: Option<PathBuf>,
+    /// `/metrics` behind the credentials too.
+    #[serde(default)]
+    pub guard_metrics: bool,
 }
 
 /// `rules:` — rule files of one's own (added to the built-in pack; a rule

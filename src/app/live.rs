@@ -203,6 +203,11 @@ async fn serve_status(
         (None, Some(_)) => "none",
         (None, None) => sources::DEFAULT_LISTEN,
     };
+    if a.guard_metrics && !access.is_configured() {
+        return Err(AppError::Setup(
+            "--guard-metrics without a credential would answer /metrics to nobody: give --web-token-file FILE (or SIGWATCH_WEB_TOKEN, or web.basic_auth_users in --config)".into(),
+        ));
+    }
     if addr != "none" && !auth::is_loopback(addr) && !access.is_configured() && !a.insecure_ui {
         return Err(AppError::Setup(format!(
             "--listen {addr} would show the status page, /api/status and /report (log lines, node names) to anyone who can reach it: give a credential (--web-token-file FILE, SIGWATCH_WEB_TOKEN, or web.basic_auth_users in --config), serve only /healthz, /readyz and /metrics there with --listen-metrics {addr} --listen 127.0.0.1:9464, or say --insecure-ui"
@@ -217,6 +222,7 @@ async fn serve_status(
             access: access.clone(),
             ui: false,
             tls: None,
+            guard_metrics: a.guard_metrics,
         };
         spawn_server(listener, telemetry.clone(), surface);
     }
@@ -242,6 +248,7 @@ async fn serve_status(
                 access,
                 ui: true,
                 tls: tls.map(|t| t.config),
+                guard_metrics: a.guard_metrics,
             };
             spawn_server(listener, telemetry.clone(), surface);
         }

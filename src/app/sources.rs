@@ -147,6 +147,10 @@ pub struct SourceOptions {
         action = clap::ArgAction::Set
     )]
     pub metrics_group_labels: bool,
+    /// /metrics needs the credentials too (Prometheus' scrape config then
+    /// sends a bearer token or basic auth); the probes stay open.
+    #[arg(help_heading = "Server", long)]
+    pub guard_metrics: bool,
     /// Users and bcrypt hashes from the configuration's web: section.
     #[arg(skip)]
     pub web_users: Vec<(String, String)>,
@@ -207,6 +211,7 @@ impl Default for SourceOptions {
             web_tls_cert: None,
             web_tls_key: None,
             metrics_group_labels: true,
+            guard_metrics: false,
             web_users: Vec::new(),
             files: Vec::new(),
             watch_rules: false,
@@ -465,6 +470,7 @@ pub fn apply_config(
     }
     if let Some(w) = &c.web {
         a.web_token_file.extend(w.token_files.iter().cloned());
+        a.guard_metrics |= w.guard_metrics;
         if a.web_tls_cert.is_none() && a.web_tls_key.is_none() {
             a.web_tls_cert = w.tls_cert_file.clone();
             a.web_tls_key = w.tls_key_file.clone();

@@ -452,6 +452,9 @@ pub struct Surface {
     /// TLS, when the listener speaks it (the handshake is done within the
     /// header timeout).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Whether `/metrics` needs the credentials too (`--guard-metrics`:
+    /// Prometheus scrapes with a bearer token or basic auth).
+    pub guard_metrics: bool,
 }
 
 impl Default for Surface {
@@ -461,6 +464,7 @@ impl Default for Surface {
             access: Arc::new(Access::default()),
             ui: true,
             tls: None,
+            guard_metrics: false,
         }
     }
 }
@@ -556,30 +560,41 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
     };
     let (r, m, st, rep) = (t.clone(), t.clone(), t.clone(), t.clone());
     let page = crate::report::status_page();
-    let open = healthz(t.clone())
-        .route(
-            "/readyz",
-            axum::routing::get(move || async move {
-                let (ok, b) = r.readiness();
-                (code(ok), [("content-type", "application/json")], b)
-            }),
-        )
-        .route(
-            "/metrics",
-            axum::routing::get(move || async move {
-                (
-                    [(
-                        "content-type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    m.metrics(),
-                )
-            }),
-        );
+    let open = healthz(t.clone()).route(
+        "/readyz",
+        axum::routing::get(move || async move {
+            let (ok, b) = r.readiness();
+            (code(ok), [("content-type", "application/json")], b)
+        }),
+    );
+    let metrics = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || async move {
+            (
+                [(
+                    "content-type",
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                m.metrics(),
+            )
+        }),
+    );
+    let not_found = || async { (StatusCode::NOT_FOUND, "not found\n") };
+    let guard_layer =
+        axum::middleware::from_fn_with_state((surface.access.clone(), t.clone()), guard);
     if !surface.ui {
-        return open.fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found\n") });
+        return if surface.guard_metrics {
+            open.merge(metrics.fallback(not_found).layer(guard_layer))
+        } else {
+            open.merge(metrics).fallback(not_found)
+        };
     }
-    let guarded = axum::Router::new()
+    let (open, guarded) = if surface.guard_metrics {
+        (open, metrics)
+    } else {
+        (open.merge(metrics), axum::Router::new())
+    };
+    let guarded = guarded
         .route(
             "/",
             axum::routing::get(move || {
@@ -622,11 +637,8 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
                 }
             }),
         )
-        .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found\n") })
-        .layer(axum::middleware::from_fn_with_state(
-            (surface.access.clone(), t),
-            guard,
-        ));
+        .fallback(not_found)
+        .layer(guard_layer);
     open.merge(guarded)
 }
 
