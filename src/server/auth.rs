@@ -173,6 +173,7 @@ impl Access {
     /// Checks an `Authorization` header value of a request from `client`.
     /// bcrypt runs on a blocking thread.
     pub async fn check(&self, authorization: Option<&str>, client: IpAddr) -> Verdict {
+        let client = client_key(client);
         if !self.take_attempt(client, Instant::now()) {
             return Verdict::Limited;
         }
@@ -245,6 +246,23 @@ impl Access {
             }
         }
         ok
+    }
+}
+
+/// The address a client's failures are counted under: an IPv4 address as
+/// it is (an IPv4-mapped IPv6 one as IPv4), an IPv6 address by its /64 —
+/// one host holds a whole /64, and would otherwise get a fresh budget with
+/// every address of it.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
     }
 }
 
@@ -342,6 +360,21 @@ mod tests {
         assert!(tokens_from_file(&p).is_err());
         assert!(tokens_from_file(&d.path().join("missing")).is_err());
         assert!(!Access::default().is_configured());
+    }
+
+    #[tokio::test]
+    async fn an_ipv6_host_shares_one_budget_across_its_64() {
+        let a = Access::new(&["tok".into()], &[]).unwrap();
+        for i in 0..MAX_FAILURES {
+            let from: IpAddr = format!("2001:db8:1:2::{:x}", i + 1).parse().unwrap();
+            assert_eq!(a.check(Some("Bearer no"), from).await, Verdict::Denied);
+        }
+        let next: IpAddr = "2001:db8:1:2:ffff::1".parse().unwrap();
+        assert_eq!(a.check(Some("Bearer tok"), next).await, Verdict::Limited);
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(a.check(Some("Bearer tok"), other).await, Verdict::Allowed);
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(client_key(mapped), ip());
     }
 
     #[test]
