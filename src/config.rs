@@ -65,6 +65,29 @@ pub struct Config {
     /// Who may see the status page, its data and the report.
     #[serde(default)]
     pub web: Option<WebSection>,
+    /// The push listener (`--ingest`).
+    #[serde(default)]
+    pub ingest: Option<IngestSection>,
+}
+
+/// `ingest:` — the push listener: its address, the credentials a push
+/// must carry (bearer tokens from files, users with bcrypt hashes), and
+/// the largest body.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestSection {
+    /// The address (`--ingest`).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// Files of bearer tokens, one per line.
+    #[serde(default)]
+    pub token_files: Vec<PathBuf>,
+    /// User name → bcrypt hash.
+    #[serde(default)]
+    pub basic_auth_users: std::collections::BTreeMap<String, String>,
+    /// The largest body as sent, in bytes.
+    #[serde(default)]
+    pub max_body_bytes: Option<usize>,
 }
 
 /// `web:` — the credentials of the guarded endpoints (the status page,
@@ -285,7 +308,8 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     if let Some(dir) = path.parent() {
         let rules = c.rules.as_mut().map(|r| &mut r.files);
         let tokens = c.web.as_mut().map(|w| &mut w.token_files);
-        for f in rules.into_iter().chain(tokens).flatten() {
+        let ingest = c.ingest.as_mut().map(|i| &mut i.token_files);
+        for f in rules.into_iter().chain(tokens).chain(ingest).flatten() {
             if f.is_relative() {
                 *f = dir.join(&*f);
             }

@@ -6,6 +6,7 @@
 //! three-element rows with `categorize-labels`, plain-text errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
+mod common;
 use sigwatch::source::loki::poll::Poller;
 use sigwatch::source::loki::{Entry, LokiConfig, LokiError};
 use sigwatch::source::Source;
@@ -1211,35 +1212,7 @@ fn serve_fixture(
     stream: &[(&str, &str)],
     out: &std::path::Path,
 ) -> (i64, i64, usize) {
-    let text =
-        std::fs::read_to_string(format!("{}/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR")))
-            .unwrap();
-    let set = sigwatch::rules::load_builtin().unwrap();
-    let stamp = |lines: &[String]| -> Vec<i64> {
-        let mut dec = sigwatch::decode::Decoder::new(&set.keys, false);
-        let src = Source::named(fixture);
-        let mut last = 0i64;
-        lines
-            .iter()
-            .map(|l| {
-                last = dec.prepare(&src, l, None).map_or(last, |p| p.time);
-                last
-            })
-            .collect()
-    };
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let mut times = stamp(&lines);
-    for round in 0.. {
-        assert!(round < 10, "{fixture}: the order does not settle");
-        let mut both: Vec<(i64, String)> = times.into_iter().zip(lines).collect();
-        both.sort();
-        lines = both.iter().map(|b| b.1.clone()).collect();
-        let before: Vec<i64> = both.iter().map(|b| b.0).collect();
-        times = stamp(&lines);
-        if times == before {
-            break;
-        }
-    }
+    let (lines, times) = common::in_time_order(fixture);
     std::fs::write(out, lines.join("\n") + "\n").unwrap();
     let mut s = store.lock().unwrap();
     for (l, t) in lines.iter().zip(&times) {

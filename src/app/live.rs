@@ -78,9 +78,15 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
+    let telemetry = Arc::new(Telemetry::new());
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
-    let started = sources::start(&a, engine.scanner(), &tx, resume)?;
+    let (started, pushed) = if a.ingest.is_some() {
+        let what = super::ingest::start(&a, engine.scanner(), &tx, telemetry.clone()).await?;
+        (sources::Started::default(), Some(what))
+    } else {
+        (sources::start(&a, engine.scanner(), &tx, resume)?, None)
+    };
     let cursors = started.cursors;
     drop(tx);
     let state = match &a.state_dir {
@@ -96,10 +102,10 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     };
     // Resolves of alerts whose rules are gone since the checkpoint.
     d.deliver(&mut out, engine.watermark()).await;
-    let telemetry = Arc::new(Telemetry::new());
     telemetry.set_rules_loaded();
     serve_status(&a, &mut d, &mut engine, &telemetry).await?;
     match (&started.loki_health, a.files.is_empty()) {
+        _ if pushed.is_some() => telemetry.set_source(true, pushed.as_deref().unwrap_or("ingest")),
         (Some(health), _) => {
             let health = health.clone();
             telemetry.set_source_check(Box::new(move || health.readiness(wall_ns())));
@@ -536,6 +542,19 @@ fn feed(
             // processed, and is saved with the state they made.
             if let Some(k) = state.as_mut() {
                 k.loki.insert(query, at);
+            }
+            wall_ns()
+        }
+        Input::Push {
+            newest,
+            block,
+            hints,
+            sources,
+            _held,
+        } => {
+            engine.push_block(&sources, &block, &hints, out);
+            if let Some(n) = newest {
+                *newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));
             }
             wall_ns()
         }

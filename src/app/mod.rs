@@ -13,6 +13,7 @@
 pub(crate) mod checkpoint;
 pub mod commands;
 pub(crate) mod delivery;
+pub(crate) mod ingest;
 pub mod live;
 pub mod mine;
 pub(crate) mod receivers;

@@ -154,6 +154,27 @@ pub struct SourceOptions {
     /// Users and bcrypt hashes from the configuration's web: section.
     #[arg(skip)]
     pub web_users: Vec<(String, String)>,
+    /// Take pushed logs on this address instead of reading stdin: POST
+    /// /loki/api/v1/push (Promtail, Alloy, Fluent Bit, Vector: protobuf or
+    /// JSON) and POST /v1/logs (OTLP/HTTP: protobuf or JSON); gzip taken.
+    #[arg(help_heading = "Ingest", long, value_name = "ADDR", conflicts_with_all = ["loki", "files"])]
+    pub ingest: Option<String>,
+    /// A file of bearer tokens (one per line) that pushes must carry
+    /// (repeatable; also ingest.token_files in --config). Required on an
+    /// address other hosts can reach, unless --insecure-ingest.
+    #[arg(help_heading = "Ingest", long, value_name = "FILE")]
+    pub ingest_token_file: Vec<PathBuf>,
+    /// Take pushes without credentials on an address other hosts can
+    /// reach (whoever can push can page).
+    #[arg(help_heading = "Ingest", long)]
+    pub insecure_ingest: bool,
+    /// Largest push body as sent, in bytes (larger: 413); once
+    /// decompressed at most 8 times that. [default: 16777216]
+    #[arg(help_heading = "Ingest", long, value_name = "BYTES")]
+    pub ingest_max_body: Option<usize>,
+    /// Users and bcrypt hashes from the configuration's ingest: section.
+    #[arg(skip)]
+    pub ingest_users: Vec<(String, String)>,
     /// Follow log files matching this glob instead of stdin (repeatable),
     /// e.g. '/var/log/pods/*/*/*.log'.
     #[arg(help_heading = "Files", long = "file", value_name = "GLOB")]
@@ -213,6 +234,11 @@ impl Default for SourceOptions {
             metrics_group_labels: true,
             guard_metrics: false,
             web_users: Vec::new(),
+            ingest: None,
+            ingest_token_file: Vec::new(),
+            insecure_ingest: false,
+            ingest_max_body: None,
+            ingest_users: Vec::new(),
             files: Vec::new(),
             watch_rules: false,
             shard: None,
@@ -404,6 +430,20 @@ pub enum Input {
         /// The streams the block's runs refer to.
         sources: Vec<Source>,
     },
+    /// A push (`--ingest`): one line per entry, with its time and stream.
+    Push {
+        /// The newest entry's time (ns), for the consumer lag.
+        newest: Option<i64>,
+        /// The entries as a block.
+        block: Block,
+        /// What the scan found in it.
+        hints: Hints,
+        /// The streams the block's runs refer to.
+        sources: Vec<Source>,
+        /// Its bytes of the ingest queue's budget, given back when the
+        /// loop has processed it (dropped).
+        _held: tokio::sync::OwnedSemaphorePermit,
+    },
     /// A round of the file tailer.
     Files {
         /// Offsets covering exactly these lines and everything before.
@@ -467,6 +507,18 @@ pub fn apply_config(
     };
     if a.state_dir.is_none() {
         a.state_dir = c.state_dir.clone();
+    }
+    if let Some(i) = &c.ingest {
+        if a.ingest.is_none() {
+            a.ingest = i.listen.clone();
+        }
+        a.ingest_token_file.extend(i.token_files.iter().cloned());
+        a.ingest_users = i
+            .basic_auth_users
+            .iter()
+            .map(|(u, h)| (u.clone(), h.clone()))
+            .collect();
+        a.ingest_max_body = a.ingest_max_body.or(i.max_body_bytes);
     }
     if let Some(w) = &c.web {
         a.web_token_file.extend(w.token_files.iter().cloned());

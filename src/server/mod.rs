@@ -221,6 +221,12 @@ impl Telemetry {
         self.group_labels.store(on, Ordering::Relaxed);
     }
 
+    /// Adds `n` to the counter `sigwatch_events_total` with these labels
+    /// (the ingest endpoints' requests and lines).
+    pub fn add(&self, pairs: &[(&str, &str)], n: u64) {
+        self.counters.get_or_create(&l(pairs)).inc_by(n);
+    }
+
     /// Counts one event of the server's own (`sigwatch_events_total{kind}`):
     /// a failed credential, a client answered 429, a cross-origin write.
     fn count_event(&self, kind: &str) {
@@ -693,10 +699,30 @@ pub async fn serve_with(
     limits: Limits,
     surface: Surface,
 ) -> std::io::Result<()> {
-    use tokio::sync::Semaphore;
     let app = router(t.clone(), &surface);
+    serve_app(listener, app, t, limits, surface.tls).await
+}
+
+/// The routes `app` has, guarded by `access` as the status page is (a
+/// credential when one is configured, same-origin writes), failures
+/// counted in `t`: for the ingest endpoints.
+pub fn guarded(app: axum::Router, access: Arc<Access>, t: Arc<Telemetry>) -> axum::Router {
+    app.layer(axum::middleware::from_fn_with_state((access, t), guard))
+}
+
+/// Serves `app` on an already-bound listener within [`Limits`], with the
+/// probes' reserve past the connection cap, over TLS when `tls` is given;
+/// each request carries its client's address (for the failure limit).
+pub async fn serve_app(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    t: Arc<Telemetry>,
+    limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    use tokio::sync::Semaphore;
     let reserve_app = probes(t.clone());
-    let acceptor = surface.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let full = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     // The reserve's connections, oldest first: when it is full the oldest
     // goes, so a crowd of idle clients can never hold it against a probe

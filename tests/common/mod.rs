@@ -61,3 +61,41 @@ pub fn black_hole(state: sigwatch::alert::AlertState) -> sigwatch::alert::Notifi
         origins: Vec::new(),
     }
 }
+
+/// A fixture's lines in the order of their own times, with those times
+/// (ns) as the built-in decoder reads them (a line without a time of its
+/// own stands at the one before it): what a shipper that parses each
+/// line's timestamp sends, and what `replay` of the sorted file reads.
+pub fn in_time_order(fixture: &str) -> (Vec<String>, Vec<i64>) {
+    use sigwatch::source::Source;
+    let text =
+        std::fs::read_to_string(format!("{}/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+    let set = sigwatch::rules::load_builtin().unwrap();
+    let stamp = |lines: &[String]| -> Vec<i64> {
+        let mut dec = sigwatch::decode::Decoder::new(&set.keys, false);
+        let src = Source::named(fixture);
+        let mut last = 0i64;
+        lines
+            .iter()
+            .map(|l| {
+                last = dec.prepare(&src, l, None).map_or(last, |p| p.time);
+                last
+            })
+            .collect()
+    };
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut times = stamp(&lines);
+    for round in 0.. {
+        assert!(round < 10, "{fixture}: the order does not settle");
+        let mut both: Vec<(i64, String)> = times.into_iter().zip(lines).collect();
+        both.sort();
+        lines = both.iter().map(|b| b.1.clone()).collect();
+        let before: Vec<i64> = both.iter().map(|b| b.0).collect();
+        times = stamp(&lines);
+        if times == before {
+            break;
+        }
+    }
+    (lines, times)
+}
