@@ -386,3 +386,56 @@ fn pushes_need_the_token_and_a_reachable_address_needs_one() {
     );
     assert_eq!(code, 204);
 }
+
+/// The Python with the real clients (tests/clients/requirements.txt),
+/// which .ci/run installs into target/test-python.
+fn python() -> String {
+    let p = std::env::var("SIGWATCH_TEST_PYTHON").unwrap_or_else(|_| {
+        format!(
+            "{}/target/test-python/bin/python",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    });
+    assert!(
+        std::path::Path::new(&p).exists(),
+        "{p} not found: python3 -m venv target/test-python && target/test-python/bin/pip install -r tests/clients/requirements.txt (bash .ci/run does)"
+    );
+    p
+}
+
+#[test]
+fn the_opentelemetry_sdk_and_a_loki_logging_handler_push_what_replay_fires() {
+    let py = python();
+    let fixture = "egress-black-hole.log";
+    let (lines, times) = common::in_time_order(fixture);
+    let dir = tempfile::tempdir().unwrap();
+    let want = replay_firing(&lines, dir.path());
+    assert!(!want.is_empty());
+    let input = dir.path().join("records.tsv");
+    let rows: Vec<String> = times
+        .iter()
+        .zip(&lines)
+        .map(|(t, l)| format!("{t}\t{l}"))
+        .collect();
+    std::fs::write(&input, rows.join("\n") + "\n").unwrap();
+    for (kind, path) in [("otlp", "/v1/logs"), ("loki", "/loki/api/v1/push")] {
+        let ingest = start(&[]);
+        let url = format!("http://127.0.0.1:{}{path}", ingest.port);
+        let out = Command::new(&py)
+            .arg(format!(
+                "{}/tests/clients/push.py",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .args([kind, &url])
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = firing(&ingest, want.len());
+        assert_eq!(got, want, "{fixture} through the {kind} client");
+    }
+}
