@@ -335,6 +335,10 @@ mod tests {
         h
     }
 
+    async fn json(s: &Shared, proto: Protocol, body: &'static str) -> Response {
+        push(s, proto, &headers("application/json"), Bytes::from(body)).await
+    }
+
     const LOKI: &str =
         r#"{"streams":[{"stream":{"job":"x"},"values":[["1752667200000000000","a line"]]}]}"#;
     const OTLP: &str = r#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"1752667200000000000","body":{"stringValue":"a line"}}]}]}]}"#;
@@ -344,34 +348,16 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1);
         let s = shared(tx.clone(), QUEUE_BYTES);
         tx.try_send(Input::Failed("filler".into())).unwrap();
-        let r = push(
-            &s,
-            Protocol::Loki,
-            &headers("application/json"),
-            Bytes::from(LOKI),
-        )
-        .await;
+        let r = json(&s, Protocol::Loki, LOKI).await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
-        let r = push(
-            &s,
-            Protocol::Otlp,
-            &headers("application/json"),
-            Bytes::from(OTLP),
-        )
-        .await;
+        let r = json(&s, Protocol::Otlp, OTLP).await;
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
         // The loop takes the filler: the next push is queued, its bytes
         // held until the loop drops it.
         assert!(matches!(rx.recv().await, Some(Input::Failed(_))));
-        let r = push(
-            &s,
-            Protocol::Loki,
-            &headers("application/json"),
-            Bytes::from(LOKI),
-        )
-        .await;
+        let r = json(&s, Protocol::Loki, LOKI).await;
         assert_eq!(r.status(), StatusCode::NO_CONTENT);
         let held = s.queue.available_permits();
         assert!(held < QUEUE_BYTES);
@@ -397,13 +383,7 @@ mod tests {
     async fn a_spent_byte_budget_is_busy_too() {
         let (tx, _rx) = mpsc::channel(8);
         let s = shared(tx, 0);
-        let r = push(
-            &s,
-            Protocol::Loki,
-            &headers("application/json"),
-            Bytes::from(LOKI),
-        )
-        .await;
+        let r = json(&s, Protocol::Loki, LOKI).await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     }
 }

@@ -131,14 +131,7 @@ struct JsonStream {
 }
 
 fn json(body: &[u8]) -> Result<Decoded, PushError> {
-    // Invalid UTF-8 inside a JSON string is repaired, not refused.
-    let text = match std::str::from_utf8(body) {
-        Ok(t) => std::borrow::Cow::Borrowed(t),
-        Err(_) => {
-            crate::stats::count_invalid_utf8();
-            String::from_utf8_lossy(body)
-        }
-    };
+    let text = super::body_text(body);
     let p: JsonPush = serde_json::from_str(&text)
         .map_err(|e| PushError::Malformed(format!("not a Loki JSON push: {e}")))?;
     let mut d = Decoded::default();

@@ -113,6 +113,18 @@ pub(crate) fn line_text(bytes: &[u8]) -> String {
     s
 }
 
+/// A JSON body as text: invalid UTF-8 inside it (a line's bytes) is
+/// replaced and counted, not a reason to refuse the push.
+pub(crate) fn body_text(body: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(body) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => {
+            crate::stats::count_invalid_utf8();
+            String::from_utf8_lossy(body)
+        }
+    }
+}
+
 /// What a decoded body holds: its entries in time order.
 #[derive(Debug, Default)]
 pub struct Decoded {

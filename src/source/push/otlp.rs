@@ -456,13 +456,7 @@ mod json {
         body: &[u8],
         push: &mut impl FnMut(Vec<(String, String)>, Vec<(String, String)>, Record),
     ) -> Result<(), PushError> {
-        let text = match std::str::from_utf8(body) {
-            Ok(t) => std::borrow::Cow::Borrowed(t),
-            Err(_) => {
-                crate::stats::count_invalid_utf8();
-                String::from_utf8_lossy(body)
-            }
-        };
+        let text = super::super::body_text(body);
         let req: Request = serde_json::from_str(&text)
             .map_err(|e| PushError::Malformed(format!("not an OTLP logs request: {e}")))?;
         for rl in req.resource_logs {
