@@ -88,6 +88,12 @@ pub struct IngestSection {
     /// The largest body as sent, in bytes.
     #[serde(default)]
     pub max_body_bytes: Option<usize>,
+    /// Pushes over TLS: the PEM certificate (chain)…
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// …and its PEM key.
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
 }
 
 /// `web:` — the credentials of the guarded endpoints (the status page,
@@ -314,11 +320,15 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
                 *f = dir.join(&*f);
             }
         }
-        let tls = c
+        let web = c
             .web
             .as_mut()
             .map(|w| [&mut w.tls_cert_file, &mut w.tls_key_file]);
-        for f in tls.into_iter().flatten().flatten() {
+        let ingest = c
+            .ingest
+            .as_mut()
+            .map(|i| [&mut i.tls_cert_file, &mut i.tls_key_file]);
+        for f in web.into_iter().chain(ingest).flatten().flatten() {
             if f.is_relative() {
                 *f = dir.join(&*f);
             }

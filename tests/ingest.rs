@@ -439,3 +439,47 @@ fn the_opentelemetry_sdk_and_a_loki_logging_handler_push_what_replay_fires() {
         assert_eq!(got, want, "{fixture} through the {kind} client");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = common::test_ca("sigwatch ingest CA");
+    common::write_leaf(&ca, dir.path());
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let ingest = start(&[
+        "--ingest-tls-cert",
+        cert.to_str().unwrap(),
+        "--ingest-tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let c = common::tls_client(&ca, ingest.port);
+    let r = c
+        .post(format!(
+            "https://localhost:{}/loki/api/v1/push",
+            ingest.port
+        ))
+        .header("content-type", "application/json")
+        .body(
+            r#"{"streams":[{"stream":{"job":"x"},"values":[["1752667200000000000","over tls"]]}]}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // Plain HTTP on the TLS port is not taken.
+    let port = ingest.port;
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.write_all(
+            b"POST /loki/api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+        );
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(!answer.starts_with("HTTP/1.1 2"), "{answer}");
+}

@@ -74,7 +74,8 @@ pub async fn start(
     let Some(addr) = a.ingest.as_deref() else {
         return Err(AppError::Setup("no --ingest address".into()));
     };
-    let access = Arc::new(ingest_access(a)?);
+    let access = Arc::new(access(a)?);
+    let tls = super::sources::ingest_tls(a)?;
     if !crate::server::auth::is_loopback(addr) && !access.is_configured() && !a.insecure_ingest {
         return Err(AppError::Setup(format!(
             "--ingest {addr} would let anyone who can reach it push log lines (and so page on-call): give --ingest-token-file FILE (or ingest.token_files / ingest.basic_auth_users in --config), or say --insecure-ingest"
@@ -94,13 +95,18 @@ pub async fn start(
     });
     let app = router(shared, max_body);
     let app = crate::server::guarded(app, access, telemetry.clone());
+    if let Some(t) = &tls {
+        t.reloading.reload_on_sighup();
+    }
+    let tls = tls.map(|t| t.config);
     tracing::info!(
         addr,
+        tls = tls.is_some(),
         "Taking pushes: POST /loki/api/v1/push (Loki: Promtail, Alloy, Fluent Bit, Vector) and POST /v1/logs (OTLP/HTTP)."
     );
     tokio::spawn(async move {
         if let Err(e) =
-            crate::server::serve_app(listener, app, telemetry, Limits::default(), None).await
+            crate::server::serve_app(listener, app, telemetry, Limits::default(), tls).await
         {
             tracing::error!(error = %e, "The ingest listener stopped.");
         }
@@ -110,7 +116,7 @@ pub async fn start(
 
 /// The ingest endpoints' credentials: the token files' and the
 /// configuration's users.
-fn ingest_access(a: &SourceOptions) -> Result<Access, AppError> {
+pub fn access(a: &SourceOptions) -> Result<Access, AppError> {
     let mut tokens = Vec::new();
     for f in &a.ingest_token_file {
         tokens.extend(

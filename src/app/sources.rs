@@ -172,6 +172,23 @@ pub struct SourceOptions {
     /// decompressed at most 8 times that. [default: 16777216]
     #[arg(help_heading = "Ingest", long, value_name = "BYTES")]
     pub ingest_max_body: Option<usize>,
+    /// Take pushes over TLS with this PEM certificate (chain) and
+    /// --ingest-tls-key; both are read again when they change and on SIGHUP.
+    #[arg(
+        help_heading = "Ingest",
+        long,
+        value_name = "FILE",
+        requires = "ingest_tls_key"
+    )]
+    pub ingest_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --ingest-tls-cert.
+    #[arg(
+        help_heading = "Ingest",
+        long,
+        value_name = "FILE",
+        requires = "ingest_tls_cert"
+    )]
+    pub ingest_tls_key: Option<PathBuf>,
     /// Users and bcrypt hashes from the configuration's ingest: section.
     #[arg(skip)]
     pub ingest_users: Vec<(String, String)>,
@@ -239,6 +256,8 @@ impl Default for SourceOptions {
             insecure_ingest: false,
             ingest_max_body: None,
             ingest_users: Vec::new(),
+            ingest_tls_cert: None,
+            ingest_tls_key: None,
             files: Vec::new(),
             watch_rules: false,
             shard: None,
@@ -519,6 +538,10 @@ pub fn apply_config(
             .map(|(u, h)| (u.clone(), h.clone()))
             .collect();
         a.ingest_max_body = a.ingest_max_body.or(i.max_body_bytes);
+        if a.ingest_tls_cert.is_none() && a.ingest_tls_key.is_none() {
+            a.ingest_tls_cert = i.tls_cert_file.clone();
+            a.ingest_tls_key = i.tls_key_file.clone();
+        }
     }
     if let Some(w) = &c.web {
         a.web_token_file.extend(w.token_files.iter().cloned());
@@ -677,6 +700,17 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
     if let Some(d) = &a.state_dir {
         lines.push(format!("state_dir {}", d.display()));
     }
+    if config.ingest.is_some() {
+        super::ingest::access(&a)?;
+        let tls = ingest_tls(&a)?;
+        lines.push(format!(
+            "ingest {} ({} token file(s), {} user(s){})",
+            a.ingest.as_deref().unwrap_or("(no address: give --ingest)"),
+            a.ingest_token_file.len(),
+            a.ingest_users.len(),
+            if tls.is_some() { ", TLS" } else { "" }
+        ));
+    }
     if config.web.is_some() {
         // The token files read, the hashes bcrypt's, the pair loads.
         web_access(&a)?;
@@ -711,13 +745,28 @@ pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppE
 
 /// The TLS configuration of `--listen`, when a certificate is given.
 pub fn web_tls(a: &SourceOptions) -> Result<Option<crate::server::tls::Served>, AppError> {
-    match (&a.web_tls_cert, &a.web_tls_key) {
+    tls_pair(&a.web_tls_cert, &a.web_tls_key, "web")
+}
+
+/// The TLS configuration of `--ingest`, when a certificate is given.
+pub fn ingest_tls(a: &SourceOptions) -> Result<Option<crate::server::tls::Served>, AppError> {
+    tls_pair(&a.ingest_tls_cert, &a.ingest_tls_key, "ingest")
+}
+
+/// A certificate and its key, both or neither (`what`: the flags' and the
+/// configuration section's name).
+fn tls_pair(
+    cert: &Option<PathBuf>,
+    key: &Option<PathBuf>,
+    what: &str,
+) -> Result<Option<crate::server::tls::Served>, AppError> {
+    match (cert, key) {
         (None, None) => Ok(None),
         (Some(cert), Some(key)) => crate::server::tls::Served::load(cert, key)
             .map(Some)
             .map_err(|e| AppError::Setup(e.to_string())),
-        _ => Err(AppError::Setup(
-            "a TLS certificate needs its key and a key its certificate: give both --web-tls-cert and --web-tls-key (web.tls_cert_file and web.tls_key_file)".into(),
-        )),
+        _ => Err(AppError::Setup(format!(
+            "a TLS certificate needs its key and a key its certificate: give both --{what}-tls-cert and --{what}-tls-key ({what}.tls_cert_file and {what}.tls_key_file)"
+        ))),
     }
 }

@@ -99,3 +99,46 @@ pub fn in_time_order(fixture: &str) -> (Vec<String>, Vec<i64>) {
     }
     (lines, times)
 }
+
+/// A CA of the test's own.
+pub fn test_ca(name: &str) -> rcgen::CertifiedIssuer<'static, rcgen::KeyPair> {
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, name.to_string());
+    rcgen::CertifiedIssuer::self_signed(p, rcgen::KeyPair::generate().unwrap()).unwrap()
+}
+
+/// Writes a `localhost` certificate signed by `ca` and its key into
+/// tls.crt and tls.key of `dir`, each replaced at once (a rename, as a
+/// mounted Secret is updated).
+pub fn write_leaf(ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>, dir: &std::path::Path) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, ca)
+        .unwrap();
+    for (name, text) in [("tls.key", key.serialize_pem()), ("tls.crt", cert.pem())] {
+        let tmp = dir.join(format!(".{name}.new"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, dir.join(name)).unwrap();
+    }
+}
+
+/// A client that trusts `ca` only, without a connection pool.
+pub fn tls_client(
+    ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    port: u16,
+) -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+        .resolve(
+            "localhost",
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        )
+        .pool_max_idle_per_host(0)
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
