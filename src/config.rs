@@ -79,6 +79,9 @@ pub struct IngestSection {
     /// The address (`--ingest`).
     #[serde(default)]
     pub listen: Option<String>,
+    /// The syslog address, UDP and TCP (`--syslog`).
+    #[serde(default)]
+    pub syslog: Option<String>,
     /// Files of bearer tokens, one per line.
     #[serde(default)]
     pub token_files: Vec<PathBuf>,

@@ -483,3 +483,114 @@ async fn pushes_over_tls() {
     .unwrap();
     assert!(!answer.starts_with("HTTP/1.1 2"), "{answer}");
 }
+
+/// Waits (bounded) until a TCP listener answers on `port`.
+fn wait_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `logger` (util-linux) sending every line of `file` to 127.0.0.1:`port`.
+fn logger(port: u16, transport: &[&str], file: &std::path::Path) {
+    let out = Command::new("logger")
+        .args([
+            "--server",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--size",
+            "65536",
+            "--tag",
+            "egress",
+        ])
+        .args(transport)
+        .arg("--file")
+        .arg(file)
+        .output()
+        .expect("logger (util-linux) is installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn logger_over_tcp_and_udp_fires_what_replay_fires() {
+    for (fixture, transport) in [
+        (
+            "egress-black-hole.log",
+            &["--tcp", "--octet-count", "--rfc5424"][..],
+        ),
+        ("egress-black-hole.log", &["--tcp", "--rfc3164"][..]),
+        // A small fixture over UDP: a burst larger than the socket buffer
+        // may be dropped by the kernel, which is UDP's way, not ours.
+        ("k8s-liveness-cascade.log", &["--udp", "--rfc5424"][..]),
+    ] {
+        let (lines, _) = common::in_time_order(fixture);
+        let dir = tempfile::tempdir().unwrap();
+        let want = replay_firing(&lines, dir.path());
+        assert!(!want.is_empty(), "{fixture}");
+        let syslog = free_port();
+        let ingest = start(&["--syslog", &format!("127.0.0.1:{syslog}")]);
+        wait_listening(syslog);
+        logger(syslog, transport, &dir.path().join("sorted.log"));
+        let got = firing(&ingest, want.len());
+        assert_eq!(got, want, "{fixture} over {transport:?}");
+    }
+}
+
+#[test]
+fn rsyslog_forwarding_fires_what_replay_fires() {
+    let rsyslogd =
+        std::env::var("SIGWATCH_TEST_RSYSLOGD").unwrap_or_else(|_| "/usr/sbin/rsyslogd".into());
+    assert!(
+        std::path::Path::new(&rsyslogd).exists(),
+        "{rsyslogd} not found: apt-get install -y rsyslog (bash .ci/run does)"
+    );
+    let fixture = "egress-black-hole.log";
+    let (lines, _) = common::in_time_order(fixture);
+    let dir = tempfile::tempdir().unwrap();
+    let want = replay_firing(&lines, dir.path());
+    let (syslog, relay) = (free_port(), free_port());
+    let ingest = start(&["--syslog", &format!("127.0.0.1:{syslog}")]);
+    wait_listening(syslog);
+    // rsyslog takes TCP on `relay` and forwards everything to sigwatch,
+    // octet-counted RFC 5424, control characters (the lines' tabs) as
+    // they are.
+    let conf = dir.path().join("rsyslog.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"global(workDirectory="{work}" parser.escapeControlCharactersOnReceive="off" maxMessageSize="64k")
+module(load="imtcp")
+input(type="imtcp" address="127.0.0.1" port="{relay}")
+*.* action(type="omfwd" target="127.0.0.1" port="{syslog}" protocol="tcp" TCP_Framing="octet-counted" template="RSYSLOG_SyslogProtocol23Format")
+"#,
+            work = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let _rsyslog = Killed(
+        Command::new(&rsyslogd)
+            .arg("-n")
+            .arg("-f")
+            .arg(&conf)
+            .arg(format!("-i{}", dir.path().join("rsyslogd.pid").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(relay);
+    logger(
+        relay,
+        &["--tcp", "--octet-count", "--rfc5424"],
+        &dir.path().join("sorted.log"),
+    );
+    let got = firing(&ingest, want.len());
+    assert_eq!(got, want, "{fixture} through rsyslog");
+}

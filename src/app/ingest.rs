@@ -51,8 +51,8 @@ impl Protocol {
     }
 }
 
-/// What every push handler shares.
-struct Shared {
+/// What every push handler (and the syslog listeners) share.
+pub(crate) struct Shared {
     tx: mpsc::Sender<Input>,
     slot: ScannerSlot,
     telemetry: Arc<Telemetry>,
@@ -62,18 +62,42 @@ struct Shared {
     wait: Duration,
 }
 
-/// Binds `--ingest` and serves the push endpoints on it, feeding `tx`.
-/// A non-loopback address needs a credential (`--ingest-token-file`)
-/// unless `--insecure-ingest` says otherwise: whoever can push can page.
+/// Starts the push listeners the options name — `--ingest` (HTTP) and
+/// `--syslog` (UDP and TCP) — feeding `tx` through one bounded queue;
+/// returns what `/readyz` says of the source.
 pub async fn start(
     a: &SourceOptions,
     slot: ScannerSlot,
     tx: &mpsc::Sender<Input>,
     telemetry: Arc<Telemetry>,
 ) -> Result<String, AppError> {
-    let Some(addr) = a.ingest.as_deref() else {
-        return Err(AppError::Setup("no --ingest address".into()));
-    };
+    let max_body = a.ingest_max_body.unwrap_or(MAX_BODY_BYTES).max(1024);
+    let shared = Arc::new(Shared {
+        tx: tx.clone(),
+        slot,
+        telemetry: telemetry.clone(),
+        queue: Arc::new(Semaphore::new(QUEUE_BYTES)),
+        max_body,
+        wait: QUEUE_WAIT,
+    });
+    let mut what = Vec::new();
+    if let Some(addr) = a.ingest.as_deref() {
+        http(a, addr, shared.clone()).await?;
+        what.push(format!("ingest {addr}"));
+    }
+    if let Some(addr) = a.syslog.as_deref() {
+        super::syslog::start(addr, a.insecure_ingest, shared).await?;
+        what.push(format!("syslog {addr}"));
+    }
+    Ok(what.join(", "))
+}
+
+/// Binds `--ingest` and serves the push endpoints on it. A non-loopback
+/// address needs a credential (`--ingest-token-file`) unless
+/// `--insecure-ingest` says otherwise: whoever can push can page.
+async fn http(a: &SourceOptions, addr: &str, shared: Arc<Shared>) -> Result<(), AppError> {
+    let telemetry = shared.telemetry.clone();
+    let max_body = shared.max_body;
     let access = Arc::new(access(a)?);
     let tls = super::sources::ingest_tls(a)?;
     if !crate::server::auth::is_loopback(addr) && !access.is_configured() && !a.insecure_ingest {
@@ -84,15 +108,6 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| AppError::io(format!("cannot listen on --ingest {addr}"))(e))?;
-    let max_body = a.ingest_max_body.unwrap_or(MAX_BODY_BYTES).max(1024);
-    let shared = Arc::new(Shared {
-        tx: tx.clone(),
-        slot,
-        telemetry: telemetry.clone(),
-        queue: Arc::new(Semaphore::new(QUEUE_BYTES)),
-        max_body,
-        wait: QUEUE_WAIT,
-    });
     let app = router(shared, max_body);
     let app = crate::server::guarded(app, access, telemetry.clone());
     if let Some(t) = &tls {
@@ -111,7 +126,7 @@ pub async fn start(
             tracing::error!(error = %e, "The ingest listener stopped.");
         }
     });
-    Ok(format!("ingest {addr}"))
+    Ok(())
 }
 
 /// The ingest endpoints' credentials: the token files' and the
@@ -259,7 +274,7 @@ fn decode(
 }
 
 /// The queue had no room within [`QUEUE_WAIT`].
-struct Busy;
+pub(crate) struct Busy;
 
 impl Busy {
     /// 429 for Loki clients, 503 for OTLP ones (both retry, honouring
@@ -290,25 +305,94 @@ impl Shared {
         );
     }
 
-    /// Queues the entries as one block, holding their bytes of the
-    /// queue's budget until the detection loop has processed them.
-    async fn enqueue(&self, d: Decoded) -> Result<(), Busy> {
-        let bytes: usize = d.entries.iter().map(|e| e.line.len() + 64).sum();
+    /// Counts an event of the listeners (`sigwatch_events_total`).
+    pub(crate) fn add(&self, pairs: &[(&str, &str)], n: u64) {
+        self.telemetry.add(pairs, n);
+    }
+
+    /// Room in the queue for `bytes`: its share of the byte budget and a
+    /// place in the loop's channel, within `wait` (None: as long as it
+    /// takes).
+    async fn room(
+        &self,
+        bytes: usize,
+        wait: Option<Duration>,
+    ) -> Result<(tokio::sync::OwnedSemaphorePermit, mpsc::Permit<'_, Input>), Busy> {
         // One push larger than the whole budget takes all of it.
         let want = u32::try_from(bytes.min(QUEUE_BYTES)).unwrap_or(u32::MAX);
-        let wait = async {
+        let room = async {
             let permit = self.queue.clone().acquire_many_owned(want).await.ok()?;
             let slot = self.tx.reserve().await.ok()?;
             Some((permit, slot))
         };
-        let Ok(Some((permit, slot))) = tokio::time::timeout(self.wait, wait).await else {
-            return Err(Busy);
+        let got = match wait {
+            Some(w) => tokio::time::timeout(w, room).await.ok().flatten(),
+            None => room.await,
         };
+        got.ok_or(Busy)
+    }
+
+    /// Queues the entries as one block, holding their bytes of the
+    /// queue's budget until the detection loop has processed them.
+    async fn enqueue(&self, d: Decoded) -> Result<(), Busy> {
+        let bytes: usize = d.entries.iter().map(|e| e.line.len() + 64).sum();
+        let (permit, slot) = self.room(bytes, Some(self.wait)).await?;
         let newest = d.entries.iter().map(|e| e.ts).max();
         let (block, sources) = loki_block(&d.entries);
         let hints = self.slot.get().scan(&block.data);
         slot.send(Input::Push {
             newest,
+            block,
+            hints,
+            sources,
+            _held: permit,
+        });
+        Ok(())
+    }
+
+    /// Queues syslog messages as one block of lines (their own times are
+    /// read from them; the arrival stands in for a line without one), a
+    /// source per (host, app).
+    pub(crate) async fn enqueue_lines(
+        &self,
+        msgs: Vec<crate::source::push::syslog::Message>,
+        wait: Option<Duration>,
+    ) -> Result<(), Busy> {
+        let bytes: usize = msgs.iter().map(|m| m.line.len() + 64).sum();
+        let (permit, slot) = self.room(bytes, wait).await?;
+        let mut sources: Vec<crate::source::Source> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        let mut lines = Vec::with_capacity(msgs.len());
+        for m in &msgs {
+            let i = *index.entry(&m.labels).or_insert_with(|| {
+                let name = m
+                    .labels
+                    .iter()
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                sources.push(crate::source::Source {
+                    name: if name.is_empty() {
+                        "syslog".into()
+                    } else {
+                        name
+                    },
+                    labels: m.labels.clone(),
+                    modified: None,
+                    kind: crate::source::SourceKind::Named,
+                });
+                sources.len() - 1
+            });
+            // A message may hold line ends (octet counting lets it).
+            for l in m.line.split('\n') {
+                lines.push((i, l.trim_end_matches('\r')));
+            }
+        }
+        let mut block = crate::source::block::Block::from_lines(lines);
+        block.arrival = Some(crate::clock::wall_ns());
+        let hints = self.slot.get().scan(&block.data);
+        slot.send(Input::Push {
+            newest: None,
             block,
             hints,
             sources,

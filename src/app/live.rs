@@ -81,7 +81,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     let telemetry = Arc::new(Telemetry::new());
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
-    let (started, pushed) = if a.ingest.is_some() {
+    let (started, pushed) = if a.ingest.is_some() || a.syslog.is_some() {
         let what = super::ingest::start(&a, engine.scanner(), &tx, telemetry.clone()).await?;
         (sources::Started::default(), Some(what))
     } else {

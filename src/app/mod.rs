@@ -20,6 +20,7 @@ pub(crate) mod receivers;
 pub mod replay;
 pub mod sources;
 pub mod suggest;
+pub(crate) mod syslog;
 
 use crate::duration::Dur;
 use crate::engine::{Engine, Options};

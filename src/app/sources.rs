@@ -159,6 +159,12 @@ pub struct SourceOptions {
     /// JSON) and POST /v1/logs (OTLP/HTTP: protobuf or JSON); gzip taken.
     #[arg(help_heading = "Ingest", long, value_name = "ADDR", conflicts_with_all = ["loki", "files"])]
     pub ingest: Option<String>,
+    /// Take syslog on this address, over UDP and TCP (RFC 5424 and 3164;
+    /// TCP framed by octet counting or line ends), instead of reading stdin;
+    /// with --ingest or alone. Beyond loopback it needs --insecure-ingest
+    /// (syslog carries no credentials).
+    #[arg(help_heading = "Ingest", long, value_name = "ADDR", conflicts_with_all = ["loki", "files"])]
+    pub syslog: Option<String>,
     /// A file of bearer tokens (one per line) that pushes must carry
     /// (repeatable; also ingest.token_files in --config). Required on an
     /// address other hosts can reach, unless --insecure-ingest.
@@ -252,6 +258,7 @@ impl Default for SourceOptions {
             guard_metrics: false,
             web_users: Vec::new(),
             ingest: None,
+            syslog: None,
             ingest_token_file: Vec::new(),
             insecure_ingest: false,
             ingest_max_body: None,
@@ -530,6 +537,9 @@ pub fn apply_config(
     if let Some(i) = &c.ingest {
         if a.ingest.is_none() {
             a.ingest = i.listen.clone();
+        }
+        if a.syslog.is_none() {
+            a.syslog = i.syslog.clone();
         }
         a.ingest_token_file.extend(i.token_files.iter().cloned());
         a.ingest_users = i

@@ -11,6 +11,7 @@
 
 pub mod loki;
 pub mod otlp;
+pub mod syslog;
 
 pub use super::loki::Entry;
 
