@@ -52,6 +52,12 @@ pub fn write_errors() -> u64 {
     WRITE_ERRORS.load(Ordering::Relaxed)
 }
 
+/// Counts a failed write of state kept outside these helpers (the ingest
+/// log).
+pub fn count_write_error() {
+    WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Suffix of every temporary file; [`remove_stale_temps`] removes them.
 const TEMP_SUFFIX: &str = ".tmp";
 

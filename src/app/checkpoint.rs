@@ -60,6 +60,10 @@ pub struct Checkpoint {
     /// re-sending.
     #[serde(default)]
     pub alertmanager: BTreeMap<String, crate::notify::alertmanager::ActiveState>,
+    /// The ingest log's position (`run --ingest`/`--syslog` with a state
+    /// directory): every batch logged before it is in this state.
+    #[serde(default)]
+    pub ingest_wal: Option<u64>,
 }
 
 /// The key of an Alertmanager receiver in [`Checkpoint::alertmanager`].
@@ -186,7 +190,6 @@ impl Writer {
     }
 
     /// The newest generation of `path` on disk.
-    #[cfg(test)]
     pub fn written(&self, path: &Path) -> Option<u64> {
         let (lock, _) = &*self.shared;
         lock.lock().ok()?.written.get(path).copied()

@@ -14,6 +14,7 @@
 //! outcome}`) and so is every line taken (`ingest_lines`).
 
 use super::sources::{loki_block, Input, SourceOptions};
+use super::wal::{Batch, Wal};
 use super::AppError;
 use crate::scan::ScannerSlot;
 use crate::server::{auth::Access, Limits, Telemetry};
@@ -60,18 +61,36 @@ pub(crate) struct Shared {
     max_body: usize,
     /// How long a push waits for room ([`QUEUE_WAIT`]).
     wait: Duration,
+    /// The ingest log (with a state directory).
+    wal: Option<Arc<Wal>>,
+    /// True once the log's batches were fed again: the listeners wait.
+    pub(crate) ready: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Starts the push listeners the options name — `--ingest` (HTTP) and
 /// `--syslog` (UDP and TCP) — feeding `tx` through one bounded queue;
 /// returns what `/readyz` says of the source.
+///
+/// With `--state-dir` every batch goes through the ingest log
+/// (`app::wal`) before it is answered; the batches a crash left after the
+/// checkpoint's position `wal_at` are fed again first, and the listeners,
+/// bound at once, take nothing before that is done.
 pub async fn start(
     a: &SourceOptions,
     slot: ScannerSlot,
     tx: &mpsc::Sender<Input>,
     telemetry: Arc<Telemetry>,
-) -> Result<String, AppError> {
+    wal_at: Option<u64>,
+) -> Result<(String, Option<Arc<Wal>>), AppError> {
     let max_body = a.ingest_max_body.unwrap_or(MAX_BODY_BYTES).max(1024);
+    let (wal, again) = match &a.state_dir {
+        Some(dir) => {
+            let (w, again) = Wal::open(dir, wal_at)?;
+            (Some(Arc::new(w)), again)
+        }
+        None => (None, Vec::new()),
+    };
+    let (ready_tx, ready) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         tx: tx.clone(),
         slot,
@@ -79,6 +98,8 @@ pub async fn start(
         queue: Arc::new(Semaphore::new(QUEUE_BYTES)),
         max_body,
         wait: QUEUE_WAIT,
+        wal: wal.clone(),
+        ready,
     });
     let mut what = Vec::new();
     if let Some(addr) = a.ingest.as_deref() {
@@ -86,10 +107,25 @@ pub async fn start(
         what.push(format!("ingest {addr}"));
     }
     if let Some(addr) = a.syslog.as_deref() {
-        super::syslog::start(addr, a.insecure_ingest, shared).await?;
+        super::syslog::start(addr, a.insecure_ingest, shared.clone()).await?;
         what.push(format!("syslog {addr}"));
     }
-    Ok(what.join(", "))
+    if !again.is_empty() {
+        tracing::info!(
+            batches = again.len(),
+            "Feeding again what the ingest log holds after the checkpoint (acknowledged before the stop)."
+        );
+    }
+    tokio::spawn(async move {
+        for (end, batch) in again {
+            let input = shared.input_of(&batch, None, Some(end));
+            if shared.tx.send(input).await.is_err() {
+                return;
+            }
+        }
+        let _ = ready_tx.send(true);
+    });
+    Ok((what.join(", "), wal))
 }
 
 /// Binds `--ingest` and serves the push endpoints on it. A non-loopback
@@ -108,6 +144,7 @@ async fn http(a: &SourceOptions, addr: &str, shared: Arc<Shared>) -> Result<(), 
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| AppError::io(format!("cannot listen on --ingest {addr}"))(e))?;
+    let shared_ready = shared.ready.clone();
     let app = router(shared, max_body);
     let app = crate::server::guarded(app, access, telemetry.clone());
     if let Some(t) = &tls {
@@ -119,7 +156,12 @@ async fn http(a: &SourceOptions, addr: &str, shared: Arc<Shared>) -> Result<(), 
         tls = tls.is_some(),
         "Taking pushes: POST /loki/api/v1/push (Loki: Promtail, Alloy, Fluent Bit, Vector) and POST /v1/logs (OTLP/HTTP)."
     );
+    let mut ready = shared_ready;
     tokio::spawn(async move {
+        // Nothing is taken before the log's batches are fed again.
+        if ready.wait_for(|r| *r).await.is_err() {
+            return;
+        }
         if let Err(e) =
             crate::server::serve_app(listener, app, telemetry, Limits::default(), tls).await
         {
@@ -317,12 +359,12 @@ impl Shared {
         &self,
         bytes: usize,
         wait: Option<Duration>,
-    ) -> Result<(tokio::sync::OwnedSemaphorePermit, mpsc::Permit<'_, Input>), Busy> {
+    ) -> Result<(tokio::sync::OwnedSemaphorePermit, mpsc::OwnedPermit<Input>), Busy> {
         // One push larger than the whole budget takes all of it.
         let want = u32::try_from(bytes.min(QUEUE_BYTES)).unwrap_or(u32::MAX);
         let room = async {
             let permit = self.queue.clone().acquire_many_owned(want).await.ok()?;
-            let slot = self.tx.reserve().await.ok()?;
+            let slot = self.tx.clone().reserve_owned().await.ok()?;
             Some((permit, slot))
         };
         let got = match wait {
@@ -332,74 +374,128 @@ impl Shared {
         got.ok_or(Busy)
     }
 
-    /// Queues the entries as one block, holding their bytes of the
-    /// queue's budget until the detection loop has processed them.
-    async fn enqueue(&self, d: Decoded) -> Result<(), Busy> {
-        let bytes: usize = d.entries.iter().map(|e| e.line.len() + 64).sum();
-        let (permit, slot) = self.room(bytes, Some(self.wait)).await?;
-        let newest = d.entries.iter().map(|e| e.ts).max();
-        let (block, sources) = loki_block(&d.entries);
+    /// A batch as the loop's input: a block scanned, its streams.
+    pub(crate) fn input_of(
+        &self,
+        batch: &Batch,
+        held: Option<tokio::sync::OwnedSemaphorePermit>,
+        wal: Option<u64>,
+    ) -> Input {
+        let (newest, block, sources) = match batch {
+            Batch::Entries(rows) => {
+                let entries: Vec<crate::source::loki::Entry> = rows
+                    .iter()
+                    .map(|(labels, metadata, ts, line)| crate::source::loki::Entry {
+                        labels: labels.clone(),
+                        metadata: metadata.clone(),
+                        ts: *ts,
+                        line: line.clone(),
+                    })
+                    .collect();
+                let newest = entries.iter().map(|e| e.ts).max();
+                let (block, sources) = loki_block(&entries);
+                (newest, block, sources)
+            }
+            Batch::Lines { arrival, lines } => {
+                let (mut block, sources) = lines_block(lines);
+                block.arrival = Some(*arrival);
+                (None, block, sources)
+            }
+        };
         let hints = self.slot.get().scan(&block.data);
-        slot.send(Input::Push {
+        Input::Push {
             newest,
             block,
             hints,
             sources,
-            _held: permit,
-        });
-        Ok(())
+            _held: held,
+            wal,
+        }
     }
 
-    /// Queues syslog messages as one block of lines (their own times are
-    /// read from them; the arrival stands in for a line without one), a
-    /// source per (host, app).
+    /// Queues a batch, holding its bytes of the queue's budget until the
+    /// detection loop has processed it; with the ingest log, only once it
+    /// is on disk (a failed write is "busy": the client retries).
+    async fn submit(&self, batch: Batch, wait: Option<Duration>) -> Result<(), Busy> {
+        let bytes = match &batch {
+            Batch::Entries(rows) => rows.iter().map(|r| r.3.len() + 64).sum(),
+            Batch::Lines { lines, .. } => lines.iter().map(|l| l.1.len() + 64).sum(),
+        };
+        let (permit, slot) = self.room(bytes, wait).await?;
+        let input = self.input_of(&batch, Some(permit), None);
+        match &self.wal {
+            Some(w) => {
+                if w.append(&batch, input, slot).await {
+                    Ok(())
+                } else {
+                    Err(Busy)
+                }
+            }
+            None => {
+                slot.send(input);
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues decoded entries as one batch.
+    async fn enqueue(&self, d: Decoded) -> Result<(), Busy> {
+        let rows = d
+            .entries
+            .into_iter()
+            .map(|e| (e.labels, e.metadata, e.ts, e.line))
+            .collect();
+        self.submit(Batch::Entries(rows), Some(self.wait)).await
+    }
+
+    /// Queues syslog messages as one batch of lines (their own times are
+    /// read from them; the arrival stands in for a line without one).
     pub(crate) async fn enqueue_lines(
         &self,
         msgs: Vec<crate::source::push::syslog::Message>,
         wait: Option<Duration>,
     ) -> Result<(), Busy> {
-        let bytes: usize = msgs.iter().map(|m| m.line.len() + 64).sum();
-        let (permit, slot) = self.room(bytes, wait).await?;
-        let mut sources: Vec<crate::source::Source> = Vec::new();
-        let mut index = std::collections::HashMap::new();
-        let mut lines = Vec::with_capacity(msgs.len());
-        for m in &msgs {
-            let i = *index.entry(&m.labels).or_insert_with(|| {
-                let name = m
-                    .labels
-                    .iter()
-                    .map(|(_, v)| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                sources.push(crate::source::Source {
-                    name: if name.is_empty() {
-                        "syslog".into()
-                    } else {
-                        name
-                    },
-                    labels: m.labels.clone(),
-                    modified: None,
-                    kind: crate::source::SourceKind::Named,
-                });
-                sources.len() - 1
-            });
-            // A message may hold line ends (octet counting lets it).
-            for l in m.line.split('\n') {
-                lines.push((i, l.trim_end_matches('\r')));
-            }
-        }
-        let mut block = crate::source::block::Block::from_lines(lines);
-        block.arrival = Some(crate::clock::wall_ns());
-        let hints = self.slot.get().scan(&block.data);
-        slot.send(Input::Push {
-            newest: None,
-            block,
-            hints,
-            sources,
-            _held: permit,
-        });
-        Ok(())
+        let lines = msgs.into_iter().map(|m| (m.labels, m.line)).collect();
+        let batch = Batch::Lines {
+            arrival: crate::clock::wall_ns(),
+            lines,
+        };
+        self.submit(batch, wait).await
     }
+}
+
+/// Syslog lines as a block, a source per label set (host, app); a message
+/// holding line ends (octet counting lets it) is several lines.
+fn lines_block(
+    lines: &[(Vec<(String, String)>, String)],
+) -> (crate::source::block::Block, Vec<crate::source::Source>) {
+    let mut sources: Vec<crate::source::Source> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    let mut refs = Vec::with_capacity(lines.len());
+    for (labels, line) in lines {
+        let i = *index.entry(labels).or_insert_with(|| {
+            let name = labels
+                .iter()
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+                .join("/");
+            sources.push(crate::source::Source {
+                name: if name.is_empty() {
+                    "syslog".into()
+                } else {
+                    name
+                },
+                labels: labels.clone(),
+                modified: None,
+                kind: crate::source::SourceKind::Named,
+            });
+            sources.len() - 1
+        });
+        for l in line.split('\n') {
+            refs.push((i, l.trim_end_matches('\r')));
+        }
+    }
+    (crate::source::block::Block::from_lines(refs), sources)
 }
 
 #[cfg(test)]
@@ -416,6 +512,8 @@ mod tests {
             queue: Arc::new(Semaphore::new(queue_bytes)),
             max_body: MAX_BODY_BYTES,
             wait: Duration::from_millis(50),
+            wal: None,
+            ready: tokio::sync::watch::channel(true).1,
         }
     }
 

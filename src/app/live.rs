@@ -81,23 +81,25 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     let telemetry = Arc::new(Telemetry::new());
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
-    let (started, pushed) = if a.ingest.is_some() || a.syslog.is_some() {
-        let what = super::ingest::start(&a, engine.scanner(), &tx, telemetry.clone()).await?;
-        (sources::Started::default(), Some(what))
+    let wal_at = resume.ingest_wal;
+    let (started, pushed, wal) = if a.ingest.is_some() || a.syslog.is_some() {
+        let (what, wal) =
+            super::ingest::start(&a, engine.scanner(), &tx, telemetry.clone(), wal_at).await?;
+        (sources::Started::default(), Some(what), wal)
     } else {
-        (sources::start(&a, engine.scanner(), &tx, resume)?, None)
+        (
+            sources::start(&a, engine.scanner(), &tx, resume)?,
+            None,
+            None,
+        )
     };
     let cursors = started.cursors;
     drop(tx);
     let state = match &a.state_dir {
-        Some(dir) => Some(StateKeeper::new(
-            dir,
-            &a,
-            cursors,
-            saved_files,
-            lock,
-            ams.clone(),
-        )?),
+        Some(dir) => Some(
+            StateKeeper::new(dir, &a, cursors, saved_files, lock, ams.clone())?
+                .with_wal(wal, wal_at),
+        ),
         None => None,
     };
     // Resolves of alerts whose rules are gone since the checkpoint.
@@ -177,6 +179,7 @@ fn restore(
                 "Checkpoint restored: detection goes on where it stopped."
             );
             resume.loki = c.loki;
+            resume.ingest_wal = c.ingest_wal;
             resume.files = crate::source::file::parse_offsets(&c.files);
             saved_files = c.files;
             restored = Some((c.incidents, c.board, c.alertmanager));
@@ -551,10 +554,15 @@ fn feed(
             hints,
             sources,
             _held,
+            wal,
         } => {
             engine.push_block(&sources, &block, &hints, out);
             if let Some(n) = newest {
                 *newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));
+            }
+            // Like a cursor: moves only after its lines were processed.
+            if let (Some(k), Some(w)) = (state.as_mut(), wal) {
+                k.wal_at = Some(w);
             }
             wall_ns()
         }
@@ -657,6 +665,12 @@ pub struct StateKeeper {
     mined: Option<u64>,
     /// Alertmanager receivers, whose re-sent alerts are saved too.
     alertmanagers: Vec<Arc<crate::notify::alertmanager::Alertmanager>>,
+    /// The ingest log, the position the state in memory covers, and the
+    /// positions of checkpoints submitted (generation, position): a
+    /// segment goes once a checkpoint past it is on disk.
+    wal: Option<Arc<super::wal::Wal>>,
+    wal_at: Option<u64>,
+    wal_saved: std::collections::VecDeque<(u64, u64)>,
     _lock: Option<crate::durable::DirLock>,
 }
 
@@ -682,8 +696,35 @@ impl StateKeeper {
             urgent: false,
             mined: None,
             alertmanagers,
+            wal: None,
+            wal_at: None,
+            wal_saved: Default::default(),
             _lock: lock,
         })
+    }
+
+    /// Keeps the ingest log's position in the checkpoints, from `at`.
+    fn with_wal(mut self, wal: Option<Arc<super::wal::Wal>>, at: Option<u64>) -> StateKeeper {
+        self.wal = wal;
+        self.wal_at = at;
+        self
+    }
+
+    /// Removes the log segments a checkpoint on disk covers.
+    fn trim_wal(&mut self) {
+        let Some(wal) = &self.wal else { return };
+        let written = self.writer.written(&checkpoint::path(&self.dir));
+        let mut upto = None;
+        while let Some(&(generation, pos)) = self.wal_saved.front() {
+            if written.is_none_or(|w| generation > w) {
+                break;
+            }
+            upto = Some(pos);
+            self.wal_saved.pop_front();
+        }
+        if let Some(pos) = upto {
+            wal.trim(pos);
+        }
     }
 
     /// After a step of the loop: `moved` when input or time moved the
@@ -712,6 +753,7 @@ impl StateKeeper {
             board: d.board.save(),
             loki: self.loki.clone(),
             files: self.files.clone(),
+            ingest_wal: self.wal_at,
             alertmanager: self
                 .alertmanagers
                 .iter()
@@ -726,6 +768,10 @@ impl StateKeeper {
                 self.generation += 1;
                 self.writer
                     .submit(checkpoint::path(&self.dir), self.generation, bytes);
+                if let Some(pos) = self.wal_at.filter(|_| self.wal.is_some()) {
+                    self.wal_saved.push_back((self.generation, pos));
+                }
+                self.trim_wal();
             }
             Err(e) => tracing::error!(error = %e, "Cannot serialise the checkpoint."),
         }

@@ -21,6 +21,7 @@ pub mod replay;
 pub mod sources;
 pub mod suggest;
 pub(crate) mod syslog;
+pub(crate) mod wal;
 
 use crate::duration::Dur;
 use crate::engine::{Engine, Options};

@@ -380,6 +380,8 @@ pub struct Resume {
     pub loki: BTreeMap<String, i64>,
     /// Followed files: identity → offset.
     pub files: std::collections::HashMap<file::FileId, u64>,
+    /// The ingest log's position the state covers.
+    pub ingest_wal: Option<u64>,
 }
 
 /// What the started inputs report back to the live loop.
@@ -467,8 +469,11 @@ pub enum Input {
         /// The streams the block's runs refer to.
         sources: Vec<Source>,
         /// Its bytes of the ingest queue's budget, given back when the
-        /// loop has processed it (dropped).
-        _held: tokio::sync::OwnedSemaphorePermit,
+        /// loop has processed it (dropped); none for a batch fed again
+        /// from the ingest log at a start.
+        _held: Option<tokio::sync::OwnedSemaphorePermit>,
+        /// Its end in the ingest log (with a state directory).
+        wal: Option<u64>,
     },
     /// A round of the file tailer.
     Files {

@@ -38,8 +38,15 @@ pub async fn start(addr: &str, insecure: bool, shared: Arc<Shared>) -> Result<()
         .await
         .map_err(|e| AppError::io(format!("cannot listen on --syslog {bound} (TCP)"))(e))?;
     tracing::info!(addr = %bound, "Taking syslog (RFC 5424 and 3164) over UDP and TCP.");
-    tokio::spawn(udp_loop(udp, shared.clone()));
-    tokio::spawn(tcp_loop(tcp, shared));
+    let mut ready = shared.ready.clone();
+    tokio::spawn(async move {
+        // Nothing is taken before the ingest log's batches are fed again.
+        if ready.wait_for(|r| *r).await.is_err() {
+            return;
+        }
+        tokio::spawn(udp_loop(udp, shared.clone()));
+        tcp_loop(tcp, shared).await;
+    });
     Ok(())
 }
 
