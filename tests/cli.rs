@@ -1037,3 +1037,40 @@ fn check_config_validates_the_web_settings_and_hash_password_makes_a_hash() {
         assert!(err.contains(names), "{web}: {err}");
     }
 }
+
+#[test]
+fn check_config_validates_the_ingest_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tokens"), "push-tok\n").unwrap();
+    let p = dir.path().join("sigwatch.yaml");
+    let write = |ingest: &str| std::fs::write(&p, format!("ingest:\n{ingest}")).unwrap();
+    write("  listen: 0.0.0.0:3101\n  syslog: 0.0.0.0:5514\n  token_files: [tokens]\n");
+    let (code, out, err) = sigwatch(&["check", "--config", "sigwatch.yaml"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("ingest 0.0.0.0:3101 (1 token file(s), 0 user(s))"),
+        "{out}"
+    );
+    for (ingest, names) in [
+        ("  listen: 3101\n", "ingest.listen"),
+        ("  syslog: host\n", "ingest.syslog"),
+        (
+            "  listen: 0.0.0.0:3101\n  token_files: [absent]\n",
+            "absent",
+        ),
+        (
+            "  listen: 0.0.0.0:3101\n  basic_auth_users: {fluentbit: plain}\n",
+            "fluentbit",
+        ),
+        (
+            "  listen: 0.0.0.0:3101\n  tls_key_file: k.pem\n",
+            "--ingest-tls-cert",
+        ),
+        ("  listen: 0.0.0.0:3101\n  port: 1\n", "port"),
+    ] {
+        write(ingest);
+        let (code, out, err) = sigwatch(&["check", "--config", "sigwatch.yaml"], dir.path());
+        assert_ne!(code, Some(0), "{ingest}: {out}");
+        assert!(err.contains(names), "{ingest}: {err}");
+    }
+}

@@ -716,6 +716,17 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
         lines.push(format!("state_dir {}", d.display()));
     }
     if config.ingest.is_some() {
+        for (what, addr) in [("listen", &a.ingest), ("syslog", &a.syslog)] {
+            let Some(addr) = addr else { continue };
+            let port = addr
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok());
+            if port.is_none() {
+                return Err(AppError::Setup(format!(
+                    "ingest.{what}: {addr:?} is not HOST:PORT (e.g. 0.0.0.0:3101)"
+                )));
+            }
+        }
         super::ingest::access(&a)?;
         let tls = ingest_tls(&a)?;
         lines.push(format!(
