@@ -54,6 +54,15 @@ impl Source {
     }
 }
 
+/// Label pairs from string pairs, for tests.
+#[cfg(test)]
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// A file's modification time (ns since the epoch), if it can be read.
 pub fn modified_ns(meta: &std::fs::Metadata) -> Option<i64> {
     let m = meta.modified().ok()?;

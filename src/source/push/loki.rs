@@ -62,12 +62,7 @@ struct Timestamp {
 /// protobuf. A stream that does not parse refuses the push (Loki answers
 /// 400 too), saying which.
 pub fn decode(content_type: &str, body: &[u8], limit: usize) -> Result<Decoded, PushError> {
-    let ct = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = super::media_type(content_type);
     let mut d = match ct.as_str() {
         "application/x-protobuf" | "application/protobuf" | "" => {
             let raw = super::snappy(body, limit)?;
@@ -238,13 +233,7 @@ fn quoted(s: &str) -> Option<(String, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::source::labels as l;
 
     #[test]
     fn label_sets_parse_as_loki_writes_them() {

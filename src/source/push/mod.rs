@@ -114,6 +114,17 @@ pub(crate) fn line_text(bytes: &[u8]) -> String {
     s
 }
 
+/// A `Content-Type`'s media type, lower case, without its parameters
+/// (`application/json; charset=utf-8` → `application/json`).
+pub(crate) fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// A JSON body as text: invalid UTF-8 inside it (a line's bytes) is
 /// replaced and counted, not a reason to refuse the push.
 pub(crate) fn body_text(body: &[u8]) -> std::borrow::Cow<'_, str> {

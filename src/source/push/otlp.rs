@@ -134,12 +134,7 @@ struct Record {
 /// Decodes an OTLP/HTTP logs body (already undone of its
 /// `Content-Encoding`) by its `Content-Type`.
 pub fn decode(content_type: &str, body: &[u8]) -> Result<Decoded, PushError> {
-    let ct = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = super::media_type(content_type);
     let mut d = Decoded::default();
     let mut push = |resource: Vec<(String, String)>, scope: Vec<(String, String)>, r: Record| {
         add(&mut d, &resource, &scope, r);

@@ -278,13 +278,7 @@ impl Framer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::source::labels as l;
 
     #[test]
     fn both_rfcs_and_plain_lines() {
