@@ -83,8 +83,7 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     // scanned on the way (off the detection thread).
     let wal_at = resume.ingest_wal;
     let (started, pushed, wal) = if a.ingest.is_some() || a.syslog.is_some() {
-        let (what, wal) =
-            super::ingest::start(&a, engine.scanner(), &tx, telemetry.clone(), wal_at).await?;
+        let (what, wal) = start_pushes(&a, engine.scanner(), &tx, &telemetry, wal_at).await?;
         (sources::Started::default(), Some(what), wal)
     } else {
         (
@@ -116,6 +115,31 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
         (None, true) => telemetry.set_source(true, "stdin"),
     }
     drive(p, engine, d, (rx, reloads), state, telemetry).await
+}
+
+/// The push sources — `--ingest` (HTTP) and `--syslog` (UDP, TCP) — on
+/// one queue: listeners bound now, taking pushes once what the ingest log
+/// holds past the checkpoint is fed again. Returns what `/readyz` says of
+/// the source, and the log.
+async fn start_pushes(
+    a: &SourceOptions,
+    slot: crate::scan::ScannerSlot,
+    tx: &tokio::sync::mpsc::Sender<Input>,
+    telemetry: &Arc<Telemetry>,
+    wal_at: Option<u64>,
+) -> Result<(String, Option<Arc<super::wal::Wal>>), AppError> {
+    let o = super::queue::PushQueue::open(a, slot, tx, telemetry.clone(), wal_at)?;
+    let mut what = Vec::new();
+    if let Some(addr) = a.ingest.as_deref() {
+        super::ingest::http(a, addr, o.queue.clone()).await?;
+        what.push(format!("ingest {addr}"));
+    }
+    if let Some(addr) = a.syslog.as_deref() {
+        super::syslog::start(addr, a.insecure_ingest, o.queue.clone()).await?;
+        what.push(format!("syslog {addr}"));
+    }
+    o.queue.replay(o.again, o.ready);
+    Ok((what.join(", "), o.wal))
 }
 
 /// The state directory is this process's alone (see [`take_state_dir`]);

@@ -16,6 +16,7 @@ pub(crate) mod delivery;
 pub(crate) mod ingest;
 pub mod live;
 pub mod mine;
+pub(crate) mod queue;
 pub(crate) mod receivers;
 pub mod replay;
 pub mod sources;

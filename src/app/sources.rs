@@ -727,7 +727,7 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
                 )));
             }
         }
-        super::ingest::access(&a)?;
+        ingest_access(&a)?;
         let tls = ingest_tls(&a)?;
         lines.push(format!(
             "ingest {} ({} token file(s), {} user(s){})",
@@ -766,6 +766,19 @@ pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppE
         }
     }
     crate::server::auth::Access::new(&tokens, &a.web_users)
+        .map_err(|e| AppError::Setup(e.to_string()))
+}
+
+/// The credentials pushes must carry: the token files' and the
+/// configuration's users.
+pub fn ingest_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppError> {
+    let mut tokens = Vec::new();
+    for f in &a.ingest_token_file {
+        tokens.extend(
+            crate::server::auth::tokens_from_file(f).map_err(|e| AppError::Setup(e.to_string()))?,
+        );
+    }
+    crate::server::auth::Access::new(&tokens, &a.ingest_users)
         .map_err(|e| AppError::Setup(e.to_string()))
 }
 

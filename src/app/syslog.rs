@@ -2,11 +2,11 @@
 //! rsyslog's and syslog-ng's forwarding actions, `logger --server` and
 //! network devices send it (RFC 5424 and 3164; TCP framed by octet
 //! counting or line ends). Messages go into the push queue
-//! (`app::ingest`): a TCP connection waits for room — its sender is slowed
+//! (`app::queue`): a TCP connection waits for room — its sender is slowed
 //! by TCP itself, nothing is lost — while a datagram that finds the queue
 //! full is dropped and counted (UDP has no way to say "later").
 
-use super::ingest::Shared;
+use super::queue::PushQueue;
 use super::AppError;
 use crate::source::push::syslog::{self, Framer};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ const MAX_CONNECTIONS: usize = 1024;
 
 /// Binds UDP and TCP on `addr` and serves both. Syslog has no credentials,
 /// so an address other hosts can reach needs `--insecure-ingest`.
-pub async fn start(addr: &str, insecure: bool, shared: Arc<Shared>) -> Result<(), AppError> {
+pub async fn start(addr: &str, insecure: bool, shared: Arc<PushQueue>) -> Result<(), AppError> {
     if !crate::server::auth::is_loopback(addr) && !insecure {
         return Err(AppError::Setup(format!(
             "--syslog {addr}: syslog carries no credentials, so anyone who can reach the port could push lines (and page): say --insecure-ingest, and let only your forwarders reach it (a NetworkPolicy, a firewall)"
@@ -50,7 +50,7 @@ pub async fn start(addr: &str, insecure: bool, shared: Arc<Shared>) -> Result<()
     Ok(())
 }
 
-async fn udp_loop(sock: tokio::net::UdpSocket, shared: Arc<Shared>) {
+async fn udp_loop(sock: tokio::net::UdpSocket, shared: Arc<PushQueue>) {
     let mut buf = vec![0u8; 65_536];
     loop {
         let mut msgs = Vec::new();
@@ -83,7 +83,7 @@ async fn udp_loop(sock: tokio::net::UdpSocket, shared: Arc<Shared>) {
     }
 }
 
-async fn tcp_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+async fn tcp_loop(listener: tokio::net::TcpListener, shared: Arc<PushQueue>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else {
@@ -107,7 +107,7 @@ async fn tcp_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
 
 /// Reads one TCP connection to its end; a full queue stops the reading
 /// (and so the sender) until there is room.
-async fn connection(mut stream: tokio::net::TcpStream, shared: &Shared) {
+async fn connection(mut stream: tokio::net::TcpStream, shared: &PushQueue) {
     let max = crate::source::max_line_bytes();
     let mut framer = Framer::default();
     let mut buf = vec![0u8; 64 * 1024];
