@@ -360,18 +360,7 @@ fn the_chart_is_as_wide_as_the_window() {
 
 /// A plain HTTP GET on 127.0.0.1: (status, body).
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let status = buf.split(' ').nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
+    get_with(port, path, None)
 }
 
 #[test]
@@ -481,7 +470,7 @@ fn the_status_page_loads_in_a_browser_with_basic_auth() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "no status with 12 firing alerts");
-        if let Some((200, body)) = get_with(port, "/api/status", &format!("Basic {auth}")) {
+        if let Some((200, body)) = get_with(port, "/api/status", Some(&format!("Basic {auth}"))) {
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
             if v["firing"].as_array().map_or(0, |a| a.len()) == 12 {
                 break;
@@ -501,13 +490,14 @@ fn the_status_page_loads_in_a_browser_with_basic_auth() {
     drop(stdin);
 }
 
-/// [`get`] with an `Authorization` header.
-fn get_with(port: u16, path: &str, authorization: &str) -> Option<(u16, String)> {
+/// [`get`] with an `Authorization` header when given.
+fn get_with(port: u16, path: &str, authorization: Option<&str>) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {authorization}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut buf = String::new();

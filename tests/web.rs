@@ -218,15 +218,21 @@ async fn every_guarded_path_needs_a_valid_credential_and_the_probes_do_not() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_from_another_origin_are_refused_even_with_a_credential() {
+/// A server in this process (everything on one listener) with these
+/// tokens and users (name, bcrypt hash); its port.
+async fn in_process(tokens: &[&str], users: &[(&str, &str)]) -> u16 {
     use sigwatch::server::{auth::Access, serve, Surface, Telemetry};
     use std::sync::Arc;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let t = Arc::new(Telemetry::new());
     t.beat();
-    let access = Arc::new(Access::new(&["tok".into()], &[]).unwrap());
+    let tokens: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+    let users: Vec<(String, String)> = users
+        .iter()
+        .map(|(u, h)| (u.to_string(), h.to_string()))
+        .collect();
+    let access = Arc::new(Access::new(&tokens, &users).unwrap());
     tokio::spawn(serve(
         listener,
         t,
@@ -235,6 +241,12 @@ async fn writes_from_another_origin_are_refused_even_with_a_credential() {
             ..Default::default()
         },
     ));
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_from_another_origin_are_refused_even_with_a_credential() {
+    let port = in_process(&["tok"], &[]).await;
     let auth = bearer("tok");
     // A cross-site form post carries the browser's credentials: refused.
     let evil = [auth.clone(), "Origin: https://evil.example".to_string()];
@@ -262,22 +274,8 @@ async fn writes_from_another_origin_are_refused_even_with_a_credential() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_wrong_attempts_are_limited_and_counted_and_healthz_still_answers() {
-    use sigwatch::server::{auth::Access, serve, Surface, Telemetry};
-    use std::sync::Arc;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let t = Arc::new(Telemetry::new());
-    t.beat();
     let hash = bcrypt::hash("pw", 4).unwrap();
-    let access = Arc::new(Access::new(&["tok".into()], &[("alice".into(), hash)]).unwrap());
-    tokio::spawn(serve(
-        listener,
-        t,
-        Surface {
-            access,
-            ..Default::default()
-        },
-    ));
+    let port = in_process(&["tok"], &[("alice", &hash)]).await;
     let attacker = ip(66);
     let attempts = 10_000usize;
     // Eight connections at once, keep-alive, guessing basic passwords.
