@@ -18,12 +18,14 @@ lines a push, then per run:
 - for the peer, `sigwatch run --listen 127.0.0.1:Q < FILE` on the
   same lines (the pipe path), to its exit.
 
-Prints lines/s for each and the push/pipe time ratio, median and min–max over
-the runs. Full detection (the built-in pack, novelty on) in both.
+Prints lines/s and peak RSS for each (the Loki push also with --state-dir,
+its write-ahead log fsynced before each answer) and the push/pipe time ratio,
+median and min–max over the runs. Full detection (the built-in pack, novelty on) in both.
 """
 import http.client
 import json
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -129,11 +131,22 @@ def wait_up(port):
     sys.exit("sigwatch did not come up")
 
 
-def push_run(bodies, path, ctype, total):
+def reap(p):
+    """Waits for `p`; its peak RSS in MiB (its own, from wait4)."""
+    _, _, usage = os.wait4(p.pid, 0)
+    p.returncode = 0
+    return usage.ru_maxrss / 1024
+
+
+def push_run(bodies, path, ctype, total, durable=False):
+    """(seconds, peak RSS MiB) of one push run."""
     ingest, metrics = free_port(), free_port()
+    state = tempfile.mkdtemp(prefix="sigwatch-bench-state-") if durable else None
+    extra = ["--state-dir", state] if state else []
     p = subprocess.Popen([BIN, "run", "--log-level", "error",
-                          f"--ingest=127.0.0.1:{ingest}", f"--listen=127.0.0.1:{metrics}"],
+                          f"--ingest=127.0.0.1:{ingest}", f"--listen=127.0.0.1:{metrics}"] + extra,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    elapsed = None
     try:
         wait_up(metrics)
         conn = http.client.HTTPConnection("127.0.0.1", ingest, timeout=60)
@@ -150,26 +163,33 @@ def push_run(bodies, path, ctype, total):
                 time.sleep(0.05)
         while (lines_counted(metrics) or 0) < total:
             time.sleep(0.02)
-        return time.monotonic() - start
+        elapsed = time.monotonic() - start
     finally:
         p.kill()
-        p.wait()
+        rss = reap(p)
+        if state:
+            shutil.rmtree(state, ignore_errors=True)
+    return elapsed, rss
 
 
 def pipe_run(path):
+    """(seconds, peak RSS MiB) of the pipe path on the same lines."""
     metrics = free_port()
     start = time.monotonic()
     with open(path, "rb") as f:
-        subprocess.run([BIN, "run", "--log-level", "error",
-                        f"--listen=127.0.0.1:{metrics}"], stdin=f, stdout=subprocess.DEVNULL,
-                       check=True)
-    return time.monotonic() - start
+        p = subprocess.Popen([BIN, "run", "--log-level", "error",
+                              f"--listen=127.0.0.1:{metrics}"], stdin=f,
+                             stdout=subprocess.DEVNULL)
+        rss = reap(p)
+    return time.monotonic() - start, rss
 
 
-def summary(name, times, total):
+def summary(name, runs, total):
+    times = [t for t, _ in runs]
+    rss = max(r for _, r in runs)
     med = statistics.median(times)
-    return (f"{name:<28} {total / med:>12,.0f} lines/s  median {med:6.2f} s"
-            f"  (min–max {min(times):.2f}–{max(times):.2f} s)")
+    return (f"{name:<34} {total / med:>10,.0f} lines/s  median {med:6.2f} s"
+            f"  (min–max {min(times):.2f}–{max(times):.2f} s)  peak RSS {rss:5.1f} MiB")
 
 
 def main():
@@ -189,19 +209,24 @@ def main():
         otlp = [otlp_body(b) for b in batches]
         total = len(rows)
         print(f"{total} lines, {len(batches)} pushes of {BATCH}; {RUNS} runs each; {BIN}")
-        results = {"loki": [], "otlp": [], "pipe": []}
+        results = {"loki": [], "loki_durable": [], "otlp": [], "pipe": []}
+        pb = "application/x-protobuf"
         for _ in range(RUNS):
-            results["loki"].append(push_run(loki, "/loki/api/v1/push", "application/x-protobuf", total))
-            results["otlp"].append(push_run(otlp, "/v1/logs", "application/x-protobuf", total))
+            results["loki"].append(push_run(loki, "/loki/api/v1/push", pb, total))
+            results["loki_durable"].append(
+                push_run(loki, "/loki/api/v1/push", pb, total, durable=True))
+            results["otlp"].append(push_run(otlp, "/v1/logs", pb, total))
             results["pipe"].append(pipe_run(corpus))
         print(summary("Loki protobuf push", results["loki"], total))
+        print(summary("Loki protobuf push, --state-dir", results["loki_durable"], total))
         print(summary("OTLP protobuf export", results["otlp"], total))
         print(summary("peer: cat FILE | run (pipe)", results["pipe"], total))
-        for k in ("loki", "otlp"):
-            ratios = [a / b for a, b in zip(results[k], results["pipe"])]
+        for k in ("loki", "loki_durable", "otlp"):
+            ratios = [a[0] / b[0] for a, b in zip(results[k], results["pipe"])]
             print(f"{k} / pipe time ratio: median {statistics.median(ratios):.2f}"
                   f" (min–max {min(ratios):.2f}–{max(ratios):.2f})")
-        print(json.dumps({k: [round(t, 3) for t in v] for k, v in results.items()}))
+        print(json.dumps({k: [[round(t, 3), round(r, 1)] for t, r in v]
+                          for k, v in results.items()}))
 
 
 if __name__ == "__main__":

@@ -91,6 +91,13 @@ pub struct IngestSection {
     /// The largest body as sent, in bytes.
     #[serde(default)]
     pub max_body_bytes: Option<usize>,
+    /// Pushed bytes waiting for the detection loop at most
+    /// (`--ingest-queue`).
+    #[serde(default)]
+    pub queue_bytes: Option<u32>,
+    /// How long a push waits for room before "retry" (`--ingest-queue-wait`).
+    #[serde(default)]
+    pub queue_wait: Option<Dur>,
     /// Pushes over TLS: the PEM certificate (chain)…
     #[serde(default)]
     pub tls_cert_file: Option<PathBuf>,

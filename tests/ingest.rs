@@ -150,6 +150,17 @@ struct Ingest {
 }
 
 fn start(extra: &[&str]) -> Ingest {
+    start_on("none", extra)
+}
+
+/// `start` with the status server (and so /metrics) on a free port: the
+/// run and that port.
+fn start_with_metrics(extra: &[&str]) -> (Ingest, u16) {
+    let m = free_port();
+    (start_on(&format!("127.0.0.1:{m}"), extra), m)
+}
+
+fn start_on(listen: &str, extra: &[&str]) -> Ingest {
     let port = free_port();
     let mut child = Command::new(BIN)
         .args([
@@ -157,7 +168,7 @@ fn start(extra: &[&str]) -> Ingest {
             "--log-level",
             "error",
             "--listen",
-            "none",
+            listen,
             "--no-links",
         ])
         .arg(format!("--ingest=127.0.0.1:{port}"))
@@ -195,6 +206,17 @@ fn start(extra: &[&str]) -> Ingest {
 
 /// One POST on 127.0.0.1 (HTTP/1.1, closed after): (status, body).
 fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let (code, _, body) = post_full(port, path, headers, body);
+    (code, body)
+}
+
+/// One POST on 127.0.0.1: (status, the response head, body).
+fn post_full(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -212,11 +234,28 @@ fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, S
     s.read_to_end(&mut buf).unwrap();
     let text = String::from_utf8_lossy(&buf).into_owned();
     let code = text.split(' ').nth(1).unwrap().parse().unwrap();
-    (
-        code,
-        text.split_once("\r\n\r\n")
-            .map_or(String::new(), |(_, b)| b.to_string()),
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (code, head.to_string(), body.to_string())
+}
+
+/// The value of the `sigwatch_events_total` sample whose labels include
+/// every `k="v"` of `labels` (0 when there is none yet).
+fn events(metrics_port: u16, labels: &[&str]) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("sigwatch_events_total{"))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// The firing notifications `replay --no-links` gives for the fixture's
@@ -289,7 +328,7 @@ fn a_fixture_pushed_in_batches_fires_what_replay_fires_over_loki_push_and_otlp()
 
 #[test]
 fn bad_pushes_get_a_clear_status_and_good_ones_go_on() {
-    let ingest = start(&[]);
+    let (ingest, metrics) = start_with_metrics(&[]);
     let send = |path: &str, ct: &str, body: Vec<u8>| {
         post(ingest.port, path, &[("Content-Type", ct)], &body)
     };
@@ -352,6 +391,343 @@ fn bad_pushes_get_a_clear_status_and_good_ones_go_on() {
     // And a good push is still taken.
     let (code, _) = send("/loki/api/v1/push", "application/x-protobuf", good);
     assert_eq!(code, 204);
+    // Each refusal counted by its reason, each line taken counted once.
+    let outcome = |protocol: &str, outcome: &str| {
+        events(
+            metrics,
+            &[
+                "kind=\"ingest_requests\"",
+                &format!("protocol=\"{protocol}\""),
+                &format!("outcome=\"{outcome}\""),
+            ],
+        )
+    };
+    assert_eq!(outcome("loki", "malformed"), 2);
+    assert_eq!(outcome("otlp", "malformed"), 1);
+    assert_eq!(outcome("loki", "unsupported"), 1);
+    assert_eq!(outcome("loki", "too_large"), 1);
+    assert_eq!(outcome("loki", "accepted"), 3);
+    assert_eq!(
+        events(metrics, &["kind=\"ingest_lines\"", "protocol=\"loki\""]),
+        100_002
+    );
+    assert!(events_reaching(metrics, &["kind=\"invalid_utf8_lines\""], 1) >= 1);
+}
+
+/// A background pusher that keeps a small queue full: pushes of `LINES`
+/// lines of one template no rule matches, on a stream of their own, all at
+/// one time (the fixture's first, so they move no clock past it). Each push
+/// holds the whole queue while the loop works through it, so a push that
+/// arrives meanwhile is told to retry.
+struct Filler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Filler {
+    const LINES: usize = 4000;
+
+    /// Starts pushing; returns once the first push is acknowledged.
+    fn start(port: u16, ts: i64) -> Filler {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let batch: Vec<(String, i64)> = (0..Self::LINES)
+            .map(|i| (format!("background chatter {i} from the filler stream"), ts))
+            .collect();
+        let body = loki_push(r#"{job="filler"}"#, &batch);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let pb = [("Content-Type", "application/x-protobuf")];
+            let mut acked = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let (code, text) = post(port, "/loki/api/v1/push", &pb, &body);
+                match code {
+                    204 => {
+                        acked += Self::LINES as u64;
+                        let _ = tx.send(());
+                    }
+                    429 => std::thread::sleep(Duration::from_millis(5)),
+                    _ => panic!("filler push: {code} {text}"),
+                }
+            }
+            acked
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the filler's first push is acknowledged");
+        Filler {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops it: the lines of its acknowledged pushes.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Filler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `events` once it reaches `least` (the process-wide counters reach
+/// /metrics once a second): bounded wait.
+fn events_reaching(metrics_port: u16, labels: &[&str], least: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = events(metrics_port, labels);
+        if n >= least || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `Retry-After` of a response head, in seconds.
+fn retry_after(head: &str) -> Option<u64> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("retry-after")
+            .then(|| v.trim().parse().ok())
+            .flatten()
+    })
+}
+
+#[test]
+fn a_full_queue_says_retry_and_the_retries_deliver_every_line_once() {
+    let fixture = "egress-black-hole.log";
+    let (lines, times) = common::in_time_order(fixture);
+    let dir = tempfile::tempdir().unwrap();
+    let want = replay_firing(&lines, dir.path());
+    let entries: Vec<(String, i64)> = lines.iter().cloned().zip(times.iter().copied()).collect();
+    for protocol in ["loki", "otlp"] {
+        let (ingest, metrics) =
+            start_with_metrics(&["--ingest-queue", "65536", "--ingest-queue-wait", "0s"]);
+        let filler = Some(Filler::start(ingest.port, times[0]));
+        let mut filler = filler;
+        let mut filled = 0;
+        let mut retried = 0;
+        // A shipper's loop: each batch in order, one at a time; a "retry"
+        // answer is waited out as its Retry-After says and the same batch
+        // sent again.
+        for batch in entries.chunks(100) {
+            let (path, body, busy) = match protocol {
+                "loki" => (
+                    "/loki/api/v1/push",
+                    loki_push(r#"{namespace="media", job="x"}"#, batch),
+                    429,
+                ),
+                _ => ("/v1/logs", otlp_export("media", batch), 503),
+            };
+            let pb = [("Content-Type", "application/x-protobuf")];
+            let mut tries = 0;
+            loop {
+                let (code, head, text) = post_full(ingest.port, path, &pb, &body);
+                if (200..300).contains(&code) {
+                    break;
+                }
+                assert_eq!(code, busy, "{protocol}: {text}");
+                let wait = retry_after(&head).expect("a Retry-After");
+                retried += 1;
+                tries += 1;
+                assert!(tries < 30, "{protocol}: the queue never drained");
+                // Once told to wait, the pressure goes: the rest flows.
+                if let Some(f) = filler.take() {
+                    filled = f.stop();
+                }
+                std::thread::sleep(Duration::from_secs(wait));
+            }
+        }
+        if let Some(f) = filler.take() {
+            filled = f.stop();
+        }
+        assert!(retried >= 1, "{protocol}: no push found the queue full");
+        assert!(filled >= Filler::LINES as u64);
+        let got = firing(&ingest, want.len());
+        assert_eq!(
+            got, want,
+            "{fixture} over {protocol}, retried {retried} times"
+        );
+        // Every line taken once: the fixture's and the filler's acknowledged
+        // ones, none of a refused push.
+        let taken = events(metrics, &["kind=\"ingest_lines\""]);
+        assert_eq!(taken, lines.len() as u64 + filled, "{protocol}");
+        let busy = events(
+            metrics,
+            &[
+                "kind=\"ingest_requests\"",
+                &format!("protocol=\"{protocol}\""),
+                "outcome=\"busy\"",
+            ],
+        );
+        assert!(busy >= retried, "{protocol}: {busy} busy answers counted");
+    }
+}
+
+#[test]
+fn the_opentelemetry_sdk_retries_a_full_queue_and_delivers_every_line_once() {
+    let fixture = "egress-black-hole.log";
+    let (lines, times) = common::in_time_order(fixture);
+    let dir = tempfile::tempdir().unwrap();
+    let want = replay_firing(&lines, dir.path());
+    let (ingest, metrics) =
+        start_with_metrics(&["--ingest-queue", "65536", "--ingest-queue-wait", "0s"]);
+    let input = dir.path().join("records.tsv");
+    let rows: Vec<String> = lines
+        .iter()
+        .zip(&times)
+        .map(|(l, t)| format!("{t}\t{l}"))
+        .collect();
+    std::fs::write(&input, rows.join("\n") + "\n").unwrap();
+    let filler = Filler::start(ingest.port, times[0]);
+    let mut sdk = Killed(
+        Command::new(python())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/clients/push.py"
+            ))
+            .arg("otlp")
+            .arg(format!("http://127.0.0.1:{}/v1/logs", ingest.port))
+            .arg(&input)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The pressure stays until the exporter has been told to retry.
+    let busy = |m| {
+        events(
+            m,
+            &[
+                "kind=\"ingest_requests\"",
+                "protocol=\"otlp\"",
+                "outcome=\"busy\"",
+            ],
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while busy(metrics) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the exporter never found the queue full"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let filled = filler.stop();
+    let status = sdk.0.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    sdk.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "the exporter gave up: {err}");
+    let got = firing(&ingest, want.len());
+    assert_eq!(got, want, "{fixture} through the SDK under pressure");
+    assert_eq!(
+        events(metrics, &["kind=\"ingest_lines\"", "protocol=\"otlp\""]),
+        lines.len() as u64,
+        "every record once"
+    );
+    assert!(filled >= Filler::LINES as u64);
+}
+
+#[test]
+fn tcp_syslog_waits_for_room_and_udp_drops_are_counted() {
+    let fixture = "egress-black-hole.log";
+    let (lines, times) = common::in_time_order(fixture);
+    let dir = tempfile::tempdir().unwrap();
+    let want = replay_firing(&lines, dir.path());
+    let syslog = free_port();
+    let (ingest, metrics) = start_with_metrics(&[
+        "--syslog",
+        &format!("127.0.0.1:{syslog}"),
+        "--ingest-queue",
+        "65536",
+        "--ingest-queue-wait",
+        "0s",
+    ]);
+    wait_listening(syslog);
+    let filler = Filler::start(ingest.port, times[0]);
+    // UDP under pressure: datagrams that find the queue full are dropped
+    // and counted, not queued without bound.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dropped = || events(metrics, &["kind=\"syslog_dropped\"", "transport=\"udp\""]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while dropped() == 0 {
+        assert!(Instant::now() < deadline, "no datagram was dropped");
+        udp.send_to(
+            b"<14>1 2025-07-16T12:00:00Z host app - - - chatter over UDP",
+            ("127.0.0.1", syslog),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // TCP under the same pressure: read only when there is room, so the
+    // sender waits and every line arrives once.
+    let sender = std::thread::spawn({
+        let file = dir.path().join("sorted.log");
+        move || logger(syslog, &["--tcp", "--octet-count", "--rfc5424"], &file)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    filler.stop();
+    sender.join().unwrap();
+    let got = firing(&ingest, want.len());
+    assert_eq!(got, want, "{fixture} over TCP under pressure");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while events(metrics, &["kind=\"syslog_messages\"", "transport=\"tcp\""]) < lines.len() as u64 {
+        assert!(Instant::now() < deadline, "TCP messages missing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        events(metrics, &["kind=\"syslog_messages\"", "transport=\"tcp\""]),
+        lines.len() as u64
+    );
+}
+
+#[test]
+fn a_syslog_message_of_a_mebibyte_is_cut_and_counted_and_the_next_is_whole() {
+    let fixture = "k8s-liveness-cascade.log";
+    let (lines, times) = common::in_time_order(fixture);
+    let dir = tempfile::tempdir().unwrap();
+    let want = replay_firing(&lines, dir.path());
+    let syslog = free_port();
+    let (ingest, metrics) = start_with_metrics(&["--syslog", &format!("127.0.0.1:{syslog}")]);
+    wait_listening(syslog);
+    // One line-framed message of 1 MiB (stamped with the fixture's first
+    // time, so the wall clock does not stand in for its time), then the
+    // fixture on the same connection.
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", syslog)).unwrap();
+    let first = std::time::UNIX_EPOCH + Duration::from_nanos(u64::try_from(times[0]).unwrap());
+    let mut big = format!(
+        "<14>Jul 16 12:00:00 host app: {} ",
+        humantime::format_rfc3339_millis(first)
+    )
+    .into_bytes();
+    big.extend(std::iter::repeat_n(b'x', 1 << 20));
+    big.push(b'\n');
+    s.write_all(&big).unwrap();
+    for l in &lines {
+        writeln!(s, "<14>Jul 16 12:00:00 host app: {l}").unwrap();
+    }
+    drop(s);
+    let got = firing(&ingest, want.len());
+    assert_eq!(got, want, "the messages after the long one");
+    assert!(
+        events_reaching(metrics, &["kind=\"truncated_lines\""], 1) >= 1,
+        "the cut is counted"
+    );
+    assert_eq!(
+        events(metrics, &["kind=\"syslog_messages\"", "transport=\"tcp\""]),
+        lines.len() as u64 + 1
+    );
 }
 
 #[test]

@@ -162,7 +162,14 @@ async fn push(s: &PushQueue, proto: Protocol, h: &HeaderMap, body: Bytes) -> Res
         &body,
         limit,
     );
-    let d = match decoded {
+    let tenant = match tenant(h) {
+        Ok(t) => t,
+        Err(e) => {
+            count(s, proto, "malformed");
+            return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+        }
+    };
+    let mut d = match decoded {
         Ok(d) => d,
         Err(e) => {
             let outcome = match e {
@@ -176,6 +183,11 @@ async fn push(s: &PushQueue, proto: Protocol, h: &HeaderMap, body: Bytes) -> Res
             return (code, format!("{e}\n")).into_response();
         }
     };
+    if let Some(t) = tenant {
+        for e in &mut d.entries {
+            e.metadata.push((TENANT_FIELD.to_string(), t.clone()));
+        }
+    }
     let lines = d.entries.len() as u64;
     let protobuf = content_type.contains("protobuf");
     if lines > 0 {
@@ -204,6 +216,35 @@ async fn push(s: &PushQueue, proto: Protocol, h: &HeaderMap, body: Bytes) -> Res
             push::otlp::response(protobuf, 0, ""),
         )
             .into_response(),
+    }
+}
+
+/// The field a push's `X-Scope-OrgID` is kept in: the name Loki gives the
+/// tenant in the results of a query over several tenants.
+pub(crate) const TENANT_FIELD: &str = "__tenant_id__";
+
+/// The push's tenant (`X-Scope-OrgID`, as Promtail's `tenant_id`, Alloy's
+/// `tenant_id`, Fluent Bit's `tenant_id` and Vector's `tenant_id` send it),
+/// checked as Loki checks it: at most 150 bytes of letters, digits and
+/// `!-_.*'()`, neither `.` nor `..`.
+fn tenant(h: &HeaderMap) -> Result<Option<String>, String> {
+    let Some(v) = h.get("x-scope-orgid") else {
+        return Ok(None);
+    };
+    let t = v.to_str().unwrap_or("").trim();
+    let ok = !t.is_empty()
+        && t.len() <= 150
+        && t != "."
+        && t != ".."
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!-_.*'()".contains(&b));
+    if ok {
+        Ok(Some(t.to_string()))
+    } else {
+        Err(format!(
+            "X-Scope-OrgID {:?} is not a tenant ID (at most 150 of a-z A-Z 0-9 ! - _ . * ' ( ); one tenant per push)",
+            String::from_utf8_lossy(v.as_bytes())
+        ))
     }
 }
 
@@ -264,14 +305,16 @@ mod tests {
     use std::time::Duration;
     use tokio::sync::{mpsc, Semaphore};
 
-    fn shared(tx: mpsc::Sender<Input>, queue_bytes: usize) -> PushQueue {
+    /// A queue of the default bound with `free` bytes of it left.
+    fn shared(tx: mpsc::Sender<Input>, free: usize) -> PushQueue {
         let set = crate::rules::load_builtin().unwrap();
         let engine = crate::engine::Engine::new(set, Default::default()).unwrap();
         PushQueue {
             tx,
             slot: engine.scanner(),
             telemetry: Arc::new(Telemetry::new()),
-            queue: Arc::new(Semaphore::new(queue_bytes)),
+            queue: Arc::new(Semaphore::new(free)),
+            queue_bytes: QUEUE_BYTES,
             max_body: MAX_BODY_BYTES,
             wait: Duration::from_millis(50),
             wal: None,
@@ -335,5 +378,37 @@ mod tests {
         let s = shared(tx, 0);
         let r = json(&s, Protocol::Loki, LOKI).await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+
+    #[tokio::test]
+    async fn the_tenant_is_kept_as_a_field_and_a_bad_one_refused() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let s = shared(tx, QUEUE_BYTES);
+        let mut h = headers("application/json");
+        h.insert("X-Scope-OrgID", "team-a".parse().unwrap());
+        let r = push(&s, Protocol::Loki, &h, Bytes::from(LOKI)).await;
+        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        let Some(Input::Push { sources, .. }) = rx.recv().await else {
+            panic!("no push queued");
+        };
+        assert_eq!(
+            sources[0].labels,
+            vec![
+                ("job".to_string(), "x".to_string()),
+                (TENANT_FIELD.to_string(), "team-a".to_string())
+            ]
+        );
+        // The stream's own labels stay what Loki would give.
+        assert_eq!(
+            sources[0].kind,
+            crate::source::SourceKind::Loki(1),
+            "the tenant is a field, not a stream label"
+        );
+        for bad in ["a|b", "..", &"x".repeat(151)] {
+            h.insert("X-Scope-OrgID", bad.parse().unwrap());
+            let r = push(&s, Protocol::Otlp, &h, Bytes::from(OTLP)).await;
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{bad}");
+        }
+        assert!(rx.try_recv().is_err(), "a refused push queues nothing");
     }
 }

@@ -18,10 +18,11 @@ use tokio::sync::{mpsc, Semaphore};
 
 /// Default largest body of one push, as sent (compressed).
 pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
-/// Pushed bytes (decoded lines) queued for the detection loop at most.
+/// Default bound of the pushed bytes (decoded lines) queued for the
+/// detection loop (`--ingest-queue`).
 pub(crate) const QUEUE_BYTES: usize = 32 << 20;
 /// How long a push waits for room in the queue before it is answered
-/// "retry later".
+/// "retry later", by default (`--ingest-queue-wait`).
 const QUEUE_WAIT: Duration = Duration::from_secs(2);
 
 /// The queue and what every listener needs of it.
@@ -30,6 +31,8 @@ pub(crate) struct PushQueue {
     pub(crate) slot: ScannerSlot,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) queue: Arc<Semaphore>,
+    /// The queue's bound in bytes (`--ingest-queue`).
+    pub(crate) queue_bytes: usize,
     pub(crate) max_body: usize,
     /// How long a push waits for room ([`QUEUE_WAIT`]).
     pub(crate) wait: Duration,
@@ -70,6 +73,10 @@ impl PushQueue {
         wal_at: Option<u64>,
     ) -> Result<Opened, AppError> {
         let max_body = a.ingest_max_body.unwrap_or(MAX_BODY_BYTES).max(1024);
+        let queue_bytes = a.ingest_queue.map_or(QUEUE_BYTES, |b| b as usize).max(1024);
+        let wait = a.ingest_queue_wait.map_or(QUEUE_WAIT, |d| {
+            Duration::from_nanos(u64::try_from(d.ns()).unwrap_or(0))
+        });
         let (wal, again) = match &a.state_dir {
             Some(dir) => {
                 let (w, again) = Wal::open(dir, wal_at)?;
@@ -82,9 +89,10 @@ impl PushQueue {
             tx: tx.clone(),
             slot,
             telemetry,
-            queue: Arc::new(Semaphore::new(QUEUE_BYTES)),
+            queue: Arc::new(Semaphore::new(queue_bytes)),
+            queue_bytes,
             max_body,
-            wait: QUEUE_WAIT,
+            wait,
             wal: wal.clone(),
             ready,
         });
@@ -135,7 +143,7 @@ impl PushQueue {
         wait: Option<Duration>,
     ) -> Result<(tokio::sync::OwnedSemaphorePermit, mpsc::OwnedPermit<Input>), Busy> {
         // One push larger than the whole budget takes all of it.
-        let want = u32::try_from(bytes.min(QUEUE_BYTES)).unwrap_or(u32::MAX);
+        let want = u32::try_from(bytes.min(self.queue_bytes)).unwrap_or(u32::MAX);
         let room = async {
             let permit = self.queue.clone().acquire_many_owned(want).await.ok()?;
             let slot = self.tx.clone().reserve_owned().await.ok()?;

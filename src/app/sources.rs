@@ -178,6 +178,16 @@ pub struct SourceOptions {
     /// decompressed at most 8 times that. [default: 16777216]
     #[arg(help_heading = "Ingest", long, value_name = "BYTES")]
     pub ingest_max_body: Option<usize>,
+    /// Pushed bytes waiting for the detection loop at most, across every
+    /// listener (a push holds its share until processed); beyond it pushes
+    /// are told to retry (429/503), TCP syslog is not read and UDP syslog
+    /// dropped (counted). [default: 33554432]
+    #[arg(help_heading = "Ingest", long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..))]
+    pub ingest_queue: Option<u32>,
+    /// How long a push waits for room in a full queue before it is told to
+    /// retry. [default: 2s]
+    #[arg(help_heading = "Ingest", long, value_name = "DURATION", value_parser = parse_dur)]
+    pub ingest_queue_wait: Option<Dur>,
     /// Take pushes over TLS with this PEM certificate (chain) and
     /// --ingest-tls-key; both are read again when they change and on SIGHUP.
     #[arg(
@@ -262,6 +272,8 @@ impl Default for SourceOptions {
             ingest_token_file: Vec::new(),
             insecure_ingest: false,
             ingest_max_body: None,
+            ingest_queue: None,
+            ingest_queue_wait: None,
             ingest_users: Vec::new(),
             ingest_tls_cert: None,
             ingest_tls_key: None,
@@ -553,6 +565,8 @@ pub fn apply_config(
             .map(|(u, h)| (u.clone(), h.clone()))
             .collect();
         a.ingest_max_body = a.ingest_max_body.or(i.max_body_bytes);
+        a.ingest_queue = a.ingest_queue.or(i.queue_bytes);
+        a.ingest_queue_wait = a.ingest_queue_wait.or(i.queue_wait);
         if a.ingest_tls_cert.is_none() && a.ingest_tls_key.is_none() {
             a.ingest_tls_cert = i.tls_cert_file.clone();
             a.ingest_tls_key = i.tls_key_file.clone();
