@@ -131,11 +131,26 @@ def wait_up(port):
     sys.exit("sigwatch did not come up")
 
 
+def hwm(pid):
+    """The process's peak RSS so far (VmHWM), in MiB; None once it is gone.
+    (Not wait4's ru_maxrss: that counts the forking Python's pages too.)"""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for l in f:
+                if l.startswith("VmHWM:"):
+                    return int(l.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
 def reap(p):
-    """Waits for `p`; its peak RSS in MiB (its own, from wait4)."""
-    _, _, usage = os.wait4(p.pid, 0)
-    p.returncode = 0
-    return usage.ru_maxrss / 1024
+    """Waits for `p` to exit, sampling its peak RSS; that peak in MiB."""
+    peak = 0.0
+    while p.poll() is None:
+        peak = max(peak, hwm(p.pid) or 0.0)
+        time.sleep(0.01)
+    return peak
 
 
 def push_run(bodies, path, ctype, total, durable=False):
@@ -165,8 +180,9 @@ def push_run(bodies, path, ctype, total, durable=False):
             time.sleep(0.02)
         elapsed = time.monotonic() - start
     finally:
+        rss = hwm(p.pid) or 0.0
         p.kill()
-        rss = reap(p)
+        p.wait()
         if state:
             shutil.rmtree(state, ignore_errors=True)
     return elapsed, rss
