@@ -299,7 +299,7 @@ fn main() -> ExitCode {
             };
             let a = *a;
             let from = match a.loki.loki {
-                Some(_) => replay::ReplayFrom::Loki(a.loki),
+                Some(_) => replay::ReplayFrom::Loki(Box::new(a.loki)),
                 None => replay::ReplayFrom::Files(a.files),
             };
             let (p, report) = (a.p, a.report);

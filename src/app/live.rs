@@ -618,6 +618,7 @@ fn publish(
     let mut samples = Vec::new();
     engine.samples(&mut samples);
     crate::stats::samples(&mut samples);
+    crate::source::loki::meter::samples(&mut samples);
     samples.push(crate::stats::Sample::event(
         "state_write_errors",
         crate::durable::write_errors(),

@@ -32,7 +32,7 @@ pub enum ReplayFrom {
     /// Files (`-` for stdin), merged by event time.
     Files(Vec<String>),
     /// A time range of Loki, read with `query_range` page by page.
-    Loki(LokiRangeOptions),
+    Loki(Box<LokiRangeOptions>),
 }
 
 impl ReplayFrom {
@@ -66,21 +66,33 @@ fn spawn_loki(
 ) -> Result<tokio::sync::mpsc::Receiver<Scanned>, AppError> {
     let url = l.loki.clone().unwrap_or_default();
     let (cfg, from, to) = l.resolve(&url)?;
-    let ranges = l
-        .queries
-        .iter()
-        .map(|q| Range::new(cfg.clone(), q, from, to))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| AppError::Setup(format!("--loki: {e}")))?;
-    tracing::info!(url = %url, queries = l.queries.len(), from = %crate::clock::format_rfc3339(from), to = %crate::clock::format_rfc3339(to), "Replaying a range of Loki.");
+    let shard = l.shard();
+    tracing::info!(url = %url, queries = l.queries.len(), from = %crate::clock::format_rfc3339(from), to = %crate::clock::format_rfc3339(to), shard = ?shard.as_ref().map(|s| format!("{}/{}", s.index, s.count)), "Replaying a range of Loki.");
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let mut merged = Merged::new(ranges);
+    let queries = l.queries.clone();
     tokio::spawn(async move {
+        // A shard lists the range's streams first and reads only its own.
+        let ranges = match shard_ranges(&cfg, &queries, shard.as_ref(), from, to).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Err(AppError::Setup(format!("--loki: {e}")))).await;
+                return;
+            }
+        };
+        let mut merged = Merged::new(ranges);
         let mut consumed: u64 = 0;
         loop {
             let item = match merged.next_batch(LOKI_BLOCK_ENTRIES).await {
                 Ok(v) if v.is_empty() => break,
-                Ok(v) => {
+                Ok(mut v) => {
+                    if let Some(s) = &shard {
+                        let before = v.len();
+                        v.retain(|e| s.owns(&e.labels));
+                        crate::stats::count_shard_skipped((before - v.len()) as u64);
+                        if v.is_empty() {
+                            continue;
+                        }
+                    }
                     let (mut block, sources) = super::sources::loki_block(&v);
                     consumed += block.data.len() as u64;
                     block.consumed = consumed;
@@ -101,6 +113,55 @@ fn spawn_loki(
     Ok(rx)
 }
 
+/// The ranges to read: one per query, or with a shard one per selector
+/// naming its streams of the range (the whole query when the series API
+/// is refused or no selector can name them; each such query logged and
+/// counted). Several selectors of one query never select a stream twice
+/// (each names other values of one label).
+async fn shard_ranges(
+    cfg: &crate::source::loki::LokiConfig,
+    queries: &[String],
+    shard: Option<&crate::source::shard::Shard>,
+    from: i64,
+    to: i64,
+) -> Result<Vec<Range>, crate::source::loki::LokiError> {
+    use crate::source::loki::{meter, selector, series, LokiError};
+    let mut out = Vec::new();
+    for q in queries {
+        let Some(shard) = shard else {
+            out.push(Range::new(cfg.clone(), q, from, to)?);
+            continue;
+        };
+        let planned = match selector::stream_selector(q) {
+            None => Err(format!("{q:?} has no stream selector")),
+            Some(sel) => {
+                let client = crate::source::loki::http_client(cfg)?;
+                match series::series(&client, cfg, &sel, from, to, q).await {
+                    Ok(listed) => selector::plan(q, shard, &listed),
+                    Err(LokiError::Config { status, body }) => Err(format!(
+                        "Loki refused the series API (HTTP {status}: {body})"
+                    )),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        match planned {
+            Ok(p) => {
+                tracing::info!(query = %q, owned = p.owned.len(), selected = p.selected, selectors = p.queries.len(), "This shard reads its own streams of the range.");
+                for nq in p.queries {
+                    out.push(Range::new(cfg.clone(), &nq, from, to)?.metered_as(q));
+                }
+            }
+            Err(why) => {
+                tracing::warn!(query = %q, reason = %why, "This shard reads the whole query and drops the other shards' lines.");
+                meter::with(q, |m| m.fallbacks += 1);
+                out.push(Range::new(cfg.clone(), q, from, to)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `sigwatch replay`: files (or stdin) merged by event time, or a range of
 /// Loki, read and scanned off the detection path, detected and delivered in
 /// order; the same input always gives the same notifications.
@@ -111,6 +172,12 @@ pub async fn replay(
     report: Option<std::path::PathBuf>,
 ) -> Result<u64, AppError> {
     let mut engine = build_engine(&p, false)?;
+    if let ReplayFrom::Loki(l) = &from {
+        if let Some(s) = l.shard() {
+            engine.set_local_cluster_alerts(false);
+            tracing::info!(shard = s.index, of = s.count, "Sharded: per-node alerts of this share of the streams; spread and share rules need every shard and are not alerted.");
+        }
+    }
     let (d, _) = receivers::dispatcher(
         receivers::receivers(&p, receivers::Scope::Replay)?,
         true,

@@ -8,6 +8,7 @@ use crate::scan::{Hints, ScannerSlot};
 use crate::source::block::{self, Block, ReadBlocks};
 use crate::source::file;
 use crate::source::loki::poll::Poller;
+use crate::source::loki::sharded;
 use crate::source::loki::tail::run_tail;
 use crate::source::loki::{may_match_loki_itself, run_poller, Auth, Batch, Health, LokiConfig};
 use crate::source::shard::Shard;
@@ -233,6 +234,10 @@ pub struct SourceOptions {
         requires = "shard"
     )]
     pub shard_by: Vec<String>,
+    /// How often a shard lists its queries' streams (Loki's series API) to
+    /// pick up new ones and drop gone ones [default: 30s].
+    #[arg(help_heading = "Sharding", long, value_name = "DURATION", value_parser = parse_dur, requires = "shard")]
+    pub shard_refresh: Option<Dur>,
 }
 
 impl SourceOptions {
@@ -281,6 +286,7 @@ impl Default for SourceOptions {
             watch_rules: false,
             shard: None,
             shard_by: Vec::new(),
+            shard_refresh: None,
         }
     }
 }
@@ -345,9 +351,33 @@ pub struct LokiRangeOptions {
     /// Entries per query_range page (Loki's cap is 5000) [default: 1000].
     #[arg(help_heading = "Loki", long)]
     pub loki_limit: Option<u32>,
+    /// Replay only this share of the streams, as `run --shard I/N` reads
+    /// it: a backtest of a long range split across machines (per-node
+    /// alerts; spread and share rules need every shard and are not alerted).
+    #[arg(help_heading = "Sharding", long, value_name = "I/N", value_parser = Shard::parse, requires = "loki")]
+    pub shard: Option<Shard>,
+    /// Stream labels hashed for --shard (repeatable; default every label).
+    #[arg(
+        help_heading = "Sharding",
+        long,
+        value_name = "LABEL",
+        requires = "shard"
+    )]
+    pub shard_by: Vec<String>,
 }
 
 impl LokiRangeOptions {
+    /// The shard with its labels, when split.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+            .clone()
+            .map(|s| Shard {
+                by: self.shard_by.clone(),
+                ..s
+            })
+            .filter(Shard::is_split)
+    }
+
     /// The client settings and the range `[from, to)` in ns, checked.
     pub fn resolve(&self, url: &str) -> Result<(LokiConfig, i64, i64), AppError> {
         if self.queries.is_empty() {
@@ -430,7 +460,34 @@ fn start_loki(
         }
         let start = *cursors.entry(q.clone()).or_insert(fresh);
         tracing::info!(query = %q, start = %crate::clock::format_rfc3339(start), resumed = start != fresh, "Loki query starting.");
-        if a.loki_tail {
+        if let Some(shard) = a.shard().filter(Shard::is_split) {
+            // A shard reads only its own streams (series API, narrowed
+            // selectors), falling back to reading all and dropping.
+            let every = a.shard_refresh.map_or(sharded::REFRESH, |d| {
+                Duration::from_nanos(u64::try_from(d.ns()).unwrap_or(0))
+                    .max(Duration::from_millis(100))
+            });
+            if a.loki_tail {
+                tokio::spawn(sharded::run_sharded_tail(
+                    cfg.clone(),
+                    q.clone(),
+                    shard,
+                    start,
+                    every,
+                    tx.clone(),
+                    health.clone(),
+                ));
+            } else {
+                let p = sharded::ShardedPoller::new(cfg.clone(), q, shard, start, every)
+                    .map_err(|e| AppError::Setup(format!("loki query {q}: {e}")))?;
+                tokio::spawn(sharded::run_sharded_poller(
+                    p,
+                    cfg.interval,
+                    tx.clone(),
+                    health.clone(),
+                ));
+            }
+        } else if a.loki_tail {
             tokio::spawn(run_tail(
                 cfg.clone(),
                 q.clone(),
@@ -639,16 +696,9 @@ pub fn start(
         started.cursors = c;
         started.loki_health = Some(health);
         let tx = tx.clone();
-        let shard = a.shard().filter(Shard::is_split);
+        // A shard's readers keep only its own streams (source::loki::sharded).
         tokio::spawn(async move {
-            while let Some(mut b) = lrx.recv().await {
-                if let Some(shard) = &shard {
-                    // Other replicas take these; the cursor still moves
-                    // past them.
-                    let before = b.entries.len();
-                    b.entries.retain(|e| shard.owns(&e.labels));
-                    crate::stats::count_shard_skipped((before - b.entries.len()) as u64);
-                }
+            while let Some(b) = lrx.recv().await {
                 let (block, sources) = loki_block(&b.entries);
                 let hints = slot.get().scan(&block.data);
                 let input = Input::Loki {

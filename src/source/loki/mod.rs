@@ -7,8 +7,12 @@
 //! nanosecond timestamps. [`poll::Poller`] pages forward with those exact
 //! semantics: no gap, no duplicate (research/apis.md §1.4).
 
+pub mod meter;
 pub mod poll;
 pub mod range;
+pub mod selector;
+pub mod series;
+pub mod sharded;
 pub mod tail;
 
 use serde::Deserialize;
@@ -275,6 +279,65 @@ pub fn may_match_loki_itself(query: &str) -> bool {
     !pinned
 }
 
+/// The HTTP client of every Loki request: the timeout, the user agent and
+/// the extra CA certificate of `cfg`.
+pub(crate) fn http_client(cfg: &LokiConfig) -> Result<reqwest::Client, LokiError> {
+    let mut b = reqwest::Client::builder()
+        .timeout(cfg.timeout)
+        .user_agent(concat!("sigwatch/", env!("CARGO_PKG_VERSION")));
+    if let Some(ca) = &cfg.ca_file {
+        let pem = std::fs::read(ca)
+            .map_err(|e| LokiError::Setup(format!("CA file {}: {e}", ca.display())))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| LokiError::Setup(format!("CA file {}: {e}", ca.display())))?;
+        b = b.add_root_certificate(cert);
+    }
+    b.build()
+        .map_err(|e| LokiError::Setup(format!("HTTP client: {e}")))
+}
+
+/// A request with the tenant and the credentials of `cfg`.
+pub(crate) fn authorize(
+    mut req: reqwest::RequestBuilder,
+    cfg: &LokiConfig,
+) -> reqwest::RequestBuilder {
+    if let Some(t) = &cfg.tenant {
+        req = req.header("X-Scope-OrgID", t);
+    }
+    match &cfg.auth {
+        Auth::None => req,
+        Auth::Basic { user, password } => req.basic_auth(user, Some(password)),
+        Auth::Bearer(t) => req.bearer_auth(t),
+    }
+}
+
+/// Sends a request and reads its body: a success's text, or the error it
+/// means (429, 408 and 5xx are transient, the rest of 4xx configuration;
+/// Loki's plain-text reason kept, cut to 300 characters).
+pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<String, LokiError> {
+    let resp = req.send().await.map_err(|e| {
+        LokiError::Transient(if e.is_timeout() {
+            "timeout".to_string()
+        } else {
+            crate::cause::chain(&e.without_url())
+        })
+    })?;
+    let status = resp.status();
+    let body = resp
+        .text()
+        .await
+        .map_err(|e| LokiError::Transient(crate::cause::chain(&e.without_url())))?;
+    if status.is_success() {
+        return Ok(body);
+    }
+    let code = status.as_u16();
+    let body: String = body.trim().chars().take(300).collect();
+    if code == 429 || code == 408 || status.is_server_error() {
+        return Err(LokiError::Transient(format!("HTTP {code}: {body}")));
+    }
+    Err(LokiError::Config { status: code, body })
+}
+
 /// Entries from one poll of one query, and the cursor after them.
 #[derive(Debug)]
 pub struct Batch {
@@ -411,54 +474,81 @@ pub async fn run_poller(
     tx: tokio::sync::mpsc::Sender<Batch>,
     health: std::sync::Arc<Health>,
 ) {
-    let mut failures: u32 = 0;
-    let mut last_config_error: Option<String> = None;
+    let mut retry = Retry::default();
     health.register(poller.query(), Some(interval));
     loop {
         let now = crate::clock::wall_ns();
-        let result = poller.poll(now).await;
-        match &result {
-            Ok(_) => health.ok(poller.query()),
-            Err(e) => health.failed(poller.query(), &e.to_string()),
-        }
-        let wait = match result {
+        let query = poller.query().to_string();
+        let error = match poller.poll(now).await {
             Ok(entries) => {
-                if failures > 0 {
-                    tracing::info!(
-                        query = poller.query(),
-                        failures,
-                        "Loki reachable again; catching up from the cursor."
-                    );
-                }
-                failures = 0;
-                last_config_error = None;
                 let batch = Batch {
-                    query: poller.query().to_string(),
+                    query: query.clone(),
                     entries,
                     cursor: poller.cursor(),
                 };
                 if tx.send(batch).await.is_err() {
                     return;
                 }
+                None
+            }
+            Err(e) => Some(e),
+        };
+        let wait = retry.after(&query, &health, error, interval);
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// A polling loop's failures: how long to wait before the next poll, what
+/// `/readyz` says, and what is logged (a transient failure at its 1st, 2nd,
+/// 4th… occurrence, a configuration error once per new message).
+#[derive(Debug, Default)]
+pub(crate) struct Retry {
+    failures: u32,
+    last_config_error: Option<String>,
+}
+
+impl Retry {
+    /// After a poll of `query` that ended with `error` (None: success).
+    pub(crate) fn after(
+        &mut self,
+        query: &str,
+        health: &Health,
+        error: Option<LokiError>,
+        interval: Duration,
+    ) -> Duration {
+        match &error {
+            None => health.ok(query),
+            Some(e) => health.failed(query, &e.to_string()),
+        }
+        match error {
+            None => {
+                if self.failures > 0 {
+                    tracing::info!(
+                        query,
+                        failures = self.failures,
+                        "Loki reachable again; catching up from the cursor."
+                    );
+                }
+                self.failures = 0;
+                self.last_config_error = None;
                 interval
             }
-            Err(LokiError::Config { status, body }) => {
+            Some(LokiError::Config { status, body }) => {
                 let msg = format!("HTTP {status}: {body}");
-                if last_config_error.as_deref() != Some(msg.as_str()) {
-                    tracing::error!(query = poller.query(), status, body = %body, "Loki rejected the query; fix the configuration (retrying every minute).");
-                    last_config_error = Some(msg);
+                if self.last_config_error.as_deref() != Some(msg.as_str()) {
+                    tracing::error!(query, status, body = %body, "Loki rejected the query; fix the configuration (retrying every minute).");
+                    self.last_config_error = Some(msg);
                 }
                 MAX_BACKOFF
             }
-            Err(e) => {
-                failures = failures.saturating_add(1);
-                if failures == 1 || failures.is_power_of_two() {
-                    tracing::warn!(query = poller.query(), failures, error = %e, "Loki poll failed; retrying with backoff.");
+            Some(e) => {
+                self.failures = self.failures.saturating_add(1);
+                if self.failures == 1 || self.failures.is_power_of_two() {
+                    tracing::warn!(query, failures = self.failures, error = %e, "Loki poll failed; retrying with backoff.");
                 }
-                backoff(failures)
+                backoff(self.failures)
             }
-        };
-        tokio::time::sleep(wait).await;
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! behind the cursor for lines that arrived later than `lag`; a bounded LRU
 //! of recent keys drops the repeats.
 
-use super::{parse_streams, Auth, Entry, LokiConfig, LokiError, MAX_LIMIT};
+use super::{parse_streams, Entry, LokiConfig, LokiError, MAX_LIMIT};
 use lru::LruCache;
 use std::num::NonZeroUsize;
 
@@ -50,27 +50,32 @@ pub struct Poller {
     /// are gone (it would be processed twice).
     floor: i64,
     stats: PollStats,
+    /// The query its reads are counted under on /metrics (its own, or the
+    /// query a shard's narrowed selector stands for).
+    meter: String,
 }
 
 impl Poller {
     /// A poller starting at `cursor` (ns; from a checkpoint, or now − since).
     pub fn new(cfg: LokiConfig, query: &str, cursor: i64) -> Result<Poller, LokiError> {
-        let mut b = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .user_agent(concat!("sigwatch/", env!("CARGO_PKG_VERSION")));
-        if let Some(ca) = &cfg.ca_file {
-            let pem = std::fs::read(ca)
-                .map_err(|e| LokiError::Setup(format!("CA file {}: {e}", ca.display())))?;
-            let cert = reqwest::Certificate::from_pem(&pem)
-                .map_err(|e| LokiError::Setup(format!("CA file {}: {e}", ca.display())))?;
-            b = b.add_root_certificate(cert);
-        }
-        let client = b
-            .build()
-            .map_err(|e| LokiError::Setup(format!("HTTP client: {e}")))?;
+        Poller::resumed(cfg, query, cursor, cursor, DEDUP_KEYS)
+    }
+
+    /// A poller at `cursor` whose re-scans may reach back to `floor` (what
+    /// lies between was read by this process, whose caller drops the
+    /// repeats), remembering `dedup` keys of its own (at least the page
+    /// boundary's).
+    pub fn resumed(
+        cfg: LokiConfig,
+        query: &str,
+        cursor: i64,
+        floor: i64,
+        dedup: usize,
+    ) -> Result<Poller, LokiError> {
+        let client = super::http_client(&cfg)?;
         super::check_url(&cfg.url)?;
         let limit = cfg.limit.clamp(1, MAX_LIMIT);
-        let cap = NonZeroUsize::new(DEDUP_KEYS).unwrap_or(NonZeroUsize::MIN);
+        let cap = NonZeroUsize::new(dedup.max(2 * MAX_LIMIT as usize)).unwrap_or(NonZeroUsize::MIN);
         Ok(Poller {
             cfg,
             query: query.to_string(),
@@ -79,9 +84,16 @@ impl Poller {
             limit,
             seen: LruCache::new(cap),
             last_rescan: cursor,
-            floor: cursor,
+            floor: floor.min(cursor),
             stats: PollStats::default(),
+            meter: query.to_string(),
         })
+    }
+
+    /// Counts its reads on /metrics under `query`.
+    pub fn metered_as(mut self, query: &str) -> Poller {
+        self.meter = query.to_string();
+        self
     }
 
     /// The cursor: everything before it has been emitted.
@@ -109,7 +121,7 @@ impl Poller {
     ) -> Result<Vec<Entry>, LokiError> {
         self.stats.requests += 1;
         let url = format!("{}/loki/api/v1/query_range", self.cfg.url);
-        let mut req = self
+        let req = self
             .client
             .get(&url)
             .query(&[
@@ -120,35 +132,11 @@ impl Poller {
                 ("direction", "forward"),
             ])
             .header("X-Loki-Response-Encoding-Flags", "categorize-labels");
-        if let Some(t) = &self.cfg.tenant {
-            req = req.header("X-Scope-OrgID", t);
-        }
-        req = match &self.cfg.auth {
-            Auth::None => req,
-            Auth::Basic { user, password } => req.basic_auth(user, Some(password)),
-            Auth::Bearer(t) => req.bearer_auth(t),
-        };
-        let resp = req.send().await.map_err(|e| {
-            LokiError::Transient(if e.is_timeout() {
-                "timeout".to_string()
-            } else {
-                crate::cause::chain(&e.without_url())
-            })
-        })?;
-        let status = resp.status();
-        let body = resp
-            .text()
-            .await
-            .map_err(|e| LokiError::Transient(crate::cause::chain(&e.without_url())))?;
-        if status.is_success() {
-            return parse_streams(&body);
-        }
-        let code = status.as_u16();
-        let body: String = body.trim().chars().take(300).collect();
-        if code == 429 || code == 408 || status.is_server_error() {
-            return Err(LokiError::Transient(format!("HTTP {code}: {body}")));
-        }
-        Err(LokiError::Config { status: code, body })
+        let req = super::authorize(req, &self.cfg);
+        let body = super::send(req).await?;
+        let entries = parse_streams(&body)?;
+        super::meter::read(&self.meter, body.len(), entries.len());
+        Ok(entries)
     }
 
     /// Polls once at wall time `now` (ns): returns new entries in forward

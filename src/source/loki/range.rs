@@ -71,6 +71,13 @@ impl Range {
         })
     }
 
+    /// Counts its reads on /metrics under `query` (a shard's narrowed
+    /// selector stands for its query).
+    pub fn metered_as(mut self, query: &str) -> Range {
+        self.poller = self.poller.metered_as(query);
+        self
+    }
+
     /// The query.
     pub fn query(&self) -> &str {
         self.poller.query()

@@ -71,6 +71,8 @@ pub fn tail_url(cfg: &LokiConfig, query: &str, start: i64) -> Result<String, Lok
 struct Tail {
     cfg: LokiConfig,
     query: String,
+    /// What its health, batches and counters are under.
+    name: String,
     last_ts: i64,
     /// Where this tail started (a checkpoint's cursor): what lies before
     /// was processed by a previous run, whose dedup keys are gone, so
@@ -100,7 +102,7 @@ impl Tail {
         // Everything up to the newest entry is processed: a restart from
         // this cursor starts just after it.
         let batch = Batch {
-            query: self.query.clone(),
+            query: self.name.clone(),
             entries: fresh,
             cursor: self.last_ts.saturating_add(1),
         };
@@ -112,7 +114,7 @@ impl Tail {
         let mut cfg = self.cfg.clone();
         cfg.lag = std::time::Duration::ZERO;
         cfg.overlap = std::time::Duration::ZERO;
-        let mut p = Poller::new(cfg, &self.query, from)?;
+        let mut p = Poller::new(cfg, &self.query, from)?.metered_as(&self.name);
         let entries = p.poll(to).await?;
         Ok(self.emit(entries).await)
     }
@@ -178,13 +180,17 @@ impl Tail {
         if !self.backfill(from, crate::clock::wall_ns()).await? {
             return Ok(false);
         }
-        self.health.ok(&self.query);
+        self.health.ok(&self.name);
         while let Some(msg) = ws.next().await {
             let msg = msg.map_err(|e| LokiError::Transient(crate::cause::chain(&e)))?;
-            self.health.ok(&self.query);
+            self.health.ok(&self.name);
             match msg {
                 Message::Text(t) => {
                     let frame = parse_frame(&t)?;
+                    super::meter::with(&self.name, |m| {
+                        m.bytes += t.len() as u64;
+                        m.lines += frame.entries.len() as u64;
+                    });
                     if !self.emit(frame.entries).await {
                         return Ok(false);
                     }
@@ -227,11 +233,25 @@ pub async fn run_tail(
     tx: tokio::sync::mpsc::Sender<Batch>,
     health: std::sync::Arc<super::Health>,
 ) {
-    health.register(&query, None);
+    run_tail_as(cfg, query.clone(), query, start, tx, health).await;
+}
+
+/// [`run_tail`] of `query` on behalf of `name` (a shard's narrowed selector
+/// stands for its query): health, batches and counters go under `name`.
+pub async fn run_tail_as(
+    cfg: LokiConfig,
+    query: String,
+    name: String,
+    start: i64,
+    tx: tokio::sync::mpsc::Sender<Batch>,
+    health: std::sync::Arc<super::Health>,
+) {
+    health.register(&name, None);
     let cap = NonZeroUsize::new(DEDUP_KEYS).unwrap_or(NonZeroUsize::MIN);
     let mut t = Tail {
         cfg,
         query,
+        name,
         last_ts: start,
         floor: start,
         seen: LruCache::new(cap),
@@ -242,7 +262,7 @@ pub async fn run_tail(
     loop {
         let result = t.connect_and_read().await;
         if let Err(e) = &result {
-            t.health.failed(&t.query, &e.to_string());
+            t.health.failed(&t.name, &e.to_string());
         }
         match result {
             Ok(true) => failures = 0,
