@@ -115,6 +115,51 @@ async fn paging_across_shared_timestamps_has_no_gap_and_no_duplicate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_is_read_a_part_at_a_time_and_whole() {
+    use sigwatch::source::loki::poll::POLL_ENTRIES;
+    // A window of 2.5 × what one poll returns, several entries a
+    // nanosecond (pages end inside a shared timestamp).
+    let total = POLL_ENTRIES * 5 / 2;
+    let store: Shared = Default::default();
+    {
+        let mut s = store.lock().unwrap();
+        for i in 0..total {
+            s.entries.push((
+                labels(&[("pod", if i % 2 == 0 { "a" } else { "b" })]),
+                1_000 + (i / 3) as i64,
+                format!("line {i}"),
+                BTreeMap::new(),
+            ));
+        }
+    }
+    let url = start_loki(store.clone()).await;
+    let mut p = Poller::new(cfg(&url, 5000), "{pod=~\"a|b\"}", 0).unwrap();
+    let now = 1_000_000;
+    let first = p.poll(now).await.unwrap();
+    assert!(p.behind(), "a part of the window is left");
+    assert!(
+        first.len() >= POLL_ENTRIES && first.len() < POLL_ENTRIES + 5000,
+        "{}",
+        first.len()
+    );
+    let last = first.last().unwrap().ts;
+    assert!(
+        p.cursor() <= last && p.cursor() > 1_000,
+        "the cursor moved to the part's end"
+    );
+    let mut all = first;
+    while p.behind() {
+        all.extend(p.poll(now).await.unwrap());
+    }
+    assert_eq!(p.cursor(), now);
+    let mut k = keys(&all);
+    assert_eq!(k.len(), total, "every entry once");
+    k.sort();
+    k.dedup();
+    assert_eq!(k.len(), total);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn end_is_exclusive_and_the_next_window_starts_there() {
     let store: Shared = Default::default();
     store.lock().unwrap().entries.push((

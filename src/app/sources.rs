@@ -452,7 +452,9 @@ fn start_loki(
     // Cursors of queries no longer asked for are dropped with the next
     // checkpoint.
     cursors.retain(|q, _| a.queries.contains(q));
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    // Batches are up to a page (5000 entries) each: a few in flight bound
+    // the memory a backlog can take.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
     let fresh = wall_ns().saturating_sub(i64::try_from(cfg.since.as_nanos()).unwrap_or(i64::MAX));
     for q in &a.queries {
         if may_match_loki_itself(q) {
@@ -674,6 +676,9 @@ pub fn apply_config(
     Ok(())
 }
 
+/// Entries of one Loki block at most (a batch is split into such blocks).
+const LOKI_BLOCK_ENTRIES: usize = 1000;
+
 /// Starts the input the options name — Loki (one poller or tail per
 /// query), followed files, or stdin — feeding `tx` with scanned blocks
 /// (the scan runs off the detection thread, with the scanner `slot` holds).
@@ -693,24 +698,38 @@ pub fn start(
     if let Some(url) = &a.loki {
         let health = std::sync::Arc::new(Health::default());
         let (mut lrx, c) = start_loki(a, url, resume.loki, &health)?;
+        let mut at = c.clone();
         started.cursors = c;
         started.loki_health = Some(health);
         let tx = tx.clone();
         // A shard's readers keep only its own streams (source::loki::sharded).
         tokio::spawn(async move {
-            while let Some(b) = lrx.recv().await {
-                let (block, sources) = loki_block(&b.entries);
-                let hints = slot.get().scan(&block.data);
-                let input = Input::Loki {
-                    newest: b.entries.iter().map(|e| e.ts).max(),
-                    query: b.query,
-                    cursor: b.cursor,
-                    block,
-                    hints,
-                    sources,
-                };
-                if tx.send(input).await.is_err() {
-                    break;
+            while let Some(mut b) = lrx.recv().await {
+                // Blocks of a bounded size, so the loop's queue holds a
+                // bounded number of lines; the query's cursor moves with
+                // the last one (before, it stays where it was).
+                let before = at.get(&b.query).copied().unwrap_or(b.cursor);
+                let mut parts = Vec::new();
+                while b.entries.len() > LOKI_BLOCK_ENTRIES {
+                    let rest = b.entries.split_off(LOKI_BLOCK_ENTRIES);
+                    parts.push((std::mem::replace(&mut b.entries, rest), before));
+                }
+                parts.push((b.entries, b.cursor));
+                at.insert(b.query.clone(), b.cursor);
+                for (entries, cursor) in parts {
+                    let (block, sources) = loki_block(&entries);
+                    let hints = slot.get().scan(&block.data);
+                    let input = Input::Loki {
+                        newest: entries.iter().map(|e| e.ts).max(),
+                        query: b.query.clone(),
+                        cursor,
+                        block,
+                        hints,
+                        sources,
+                    };
+                    if tx.send(input).await.is_err() {
+                        return;
+                    }
                 }
             }
         });

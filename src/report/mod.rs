@@ -37,6 +37,10 @@ const SAMPLES_PER_SERIES: usize = 24;
 /// Sample lines kept per lane and rule by the live report (at most 400
 /// lanes × rules × 8 lines of 400 bytes).
 const LIVE_SAMPLES_PER_SERIES: usize = 8;
+/// Most buckets the live report keeps: it lives as long as the process
+/// and shows the recent past, so a quarter of a replay's budget (about
+/// 2 MB a map instead of 8).
+const LIVE_MAX_BUCKETS: usize = MAX_BUCKETS / 4;
 
 #[derive(Debug, Clone)]
 struct RuleMeta {
@@ -115,6 +119,8 @@ pub struct Recorder {
     levels: bool,
     /// Sample lines kept per lane and rule.
     samples_per_series: usize,
+    /// Buckets kept at most before the width doubles.
+    max_buckets: usize,
 }
 
 impl Recorder {
@@ -150,6 +156,7 @@ impl Recorder {
             volume: HashMap::new(),
             levels: false,
             samples_per_series: SAMPLES_PER_SERIES,
+            max_buckets: MAX_BUCKETS,
         };
         r.lane(CLUSTER_LANE);
         r
@@ -160,6 +167,7 @@ impl Recorder {
     pub fn live(set: &RuleSet) -> Recorder {
         Recorder {
             samples_per_series: LIVE_SAMPLES_PER_SERIES,
+            max_buckets: LIVE_MAX_BUCKETS,
             ..Recorder::new(set)
         }
     }
@@ -237,7 +245,7 @@ impl Recorder {
 
     /// Doubles the bucket width when the buckets outgrow their bound.
     fn coarsen(&mut self) {
-        if self.buckets.len() + self.seen.len() + self.volume.len() <= MAX_BUCKETS {
+        if self.buckets.len() + self.seen.len() + self.volume.len() <= self.max_buckets {
             return;
         }
         self.width = self.width.saturating_mul(2);

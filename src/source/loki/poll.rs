@@ -21,6 +21,10 @@ fn ns(d: std::time::Duration) -> i64 {
 /// Recent entry keys remembered for dedup (boundary and overlap).
 pub const DEDUP_KEYS: usize = 200_000;
 
+/// Entries one poll returns at most: a longer window (a catch-up) is read
+/// in parts of about this many, so a backlog never sits in memory whole.
+pub const POLL_ENTRIES: usize = 5_000;
+
 /// Counters of one poller.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PollStats {
@@ -53,6 +57,8 @@ pub struct Poller {
     /// The query its reads are counted under on /metrics (its own, or the
     /// query a shard's narrowed selector stands for).
     meter: String,
+    /// A window read in part: (next start, end, a re-scan).
+    partial: Option<(i64, i64, bool)>,
 }
 
 impl Poller {
@@ -87,6 +93,7 @@ impl Poller {
             floor: floor.min(cursor),
             stats: PollStats::default(),
             meter: query.to_string(),
+            partial: None,
         })
     }
 
@@ -140,18 +147,28 @@ impl Poller {
     }
 
     /// Polls once at wall time `now` (ns): returns new entries in forward
-    /// order and advances the cursor. On error nothing is lost: the cursor
-    /// stays where it was and the next poll retries from there.
+    /// order and advances the cursor. A window holding more than
+    /// [`POLL_ENTRIES`] entries (a catch-up after a start or an outage) is
+    /// returned a part at a time — [`Poller::behind`] says more is due at
+    /// once — so memory stays bounded whatever the backlog. On error
+    /// nothing is lost: the cursor stays where it was and the next poll
+    /// retries from there.
     pub async fn poll(&mut self, now: i64) -> Result<Vec<Entry>, LokiError> {
-        let end = now.saturating_sub(ns(self.cfg.lag));
-        if end <= self.cursor {
-            return Ok(Vec::new());
-        }
-        let rescan = now.saturating_sub(self.last_rescan) >= ns(self.cfg.rescan_every);
-        let mut start = if rescan {
-            (self.cursor - ns(self.cfg.overlap)).max(self.floor)
-        } else {
-            self.cursor
+        let (mut start, end, rescan) = match self.partial {
+            Some(p) => p,
+            None => {
+                let end = now.saturating_sub(ns(self.cfg.lag));
+                if end <= self.cursor {
+                    return Ok(Vec::new());
+                }
+                let rescan = now.saturating_sub(self.last_rescan) >= ns(self.cfg.rescan_every);
+                let start = if rescan {
+                    (self.cursor - ns(self.cfg.overlap)).max(self.floor)
+                } else {
+                    self.cursor
+                };
+                (start, end, rescan)
+            }
         };
         let mut out = Vec::new();
         let mut limit = self.limit;
@@ -182,15 +199,30 @@ impl Poller {
                 self.stats.skipped_saturated += 1;
                 tracing::warn!(query = %self.query, at = %chrono::DateTime::from_timestamp_nanos(t).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true), "More than 5000 entries share one timestamp; some may be skipped.");
                 start = t + 1;
-                continue;
+            } else {
+                start = t;
             }
-            start = t;
+            if out.len() >= POLL_ENTRIES {
+                // Everything before `start` is out (its own timestamp's
+                // entries are remembered); the rest of the window next.
+                self.partial = Some((start, end, rescan));
+                self.cursor = self.cursor.max(start);
+                self.stats.entries += out.len() as u64;
+                return Ok(out);
+            }
         }
+        self.partial = None;
         self.cursor = end;
         if rescan {
             self.last_rescan = now;
         }
         self.stats.entries += out.len() as u64;
         Ok(out)
+    }
+
+    /// Whether the last poll left part of its window for the next (poll
+    /// again at once).
+    pub fn behind(&self) -> bool {
+        self.partial.is_some()
     }
 }

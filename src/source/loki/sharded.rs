@@ -257,6 +257,12 @@ impl ShardedPoller {
         self.cursor
     }
 
+    /// Whether a reader left part of its window for the next round (a
+    /// backlog: poll again at once).
+    pub fn behind(&self) -> bool {
+        self.pollers.iter().any(Poller::behind)
+    }
+
     /// The queries it reads with now (narrowed selectors, or the query).
     pub fn reading(&self) -> Vec<String> {
         self.pollers.iter().map(|p| p.query().to_string()).collect()
@@ -307,7 +313,11 @@ impl ShardedPoller {
     /// them by one reader per planned query (the plan changed, a catch-up
     /// caught up).
     fn align(&mut self) -> Result<(), LokiError> {
-        if self.pollers.iter().any(|p| p.cursor() != self.cursor) {
+        if self
+            .pollers
+            .iter()
+            .any(|p| p.behind() || p.cursor() != self.cursor)
+        {
             return Ok(());
         }
         let mut want = self.streams.queries();
@@ -381,7 +391,13 @@ pub async fn run_sharded_poller(
                 return;
             }
         }
+        let ok = round.error.is_none();
         let wait = retry.after(&query, &health, round.error, interval);
+        if ok && p.behind() {
+            // A backlog: the rest of the window at once.
+            tokio::task::yield_now().await;
+            continue;
+        }
         tokio::time::sleep(wait).await;
     }
 }

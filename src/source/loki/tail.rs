@@ -115,8 +115,15 @@ impl Tail {
         cfg.lag = std::time::Duration::ZERO;
         cfg.overlap = std::time::Duration::ZERO;
         let mut p = Poller::new(cfg, &self.query, from)?.metered_as(&self.name);
-        let entries = p.poll(to).await?;
-        Ok(self.emit(entries).await)
+        loop {
+            let entries = p.poll(to).await?;
+            if !self.emit(entries).await {
+                return Ok(false);
+            }
+            if !p.behind() {
+                return Ok(true);
+            }
+        }
     }
 
     async fn connect_and_read(&mut self) -> Result<bool, LokiError> {
