@@ -135,6 +135,33 @@ async fn until_lines_within(runs: &[&Run], n: usize, what: &str, tenths: usize) 
     panic!("{what}: {got} of {n} lines processed");
 }
 
+/// `sigwatch_signature_hits_total` summed by (rule, partition, group) over
+/// the runs: what the shipped Prometheus rules aggregate across shards.
+async fn hits_by_group(runs: &[&Run]) -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for r in runs {
+        for l in metrics(r.port).await.lines() {
+            let Some(rest) = l.strip_prefix("sigwatch_signature_hits_total{") else {
+                continue;
+            };
+            let Some((labels, v)) = rest.rsplit_once("} ") else {
+                continue;
+            };
+            let mut kept: Vec<&str> = labels
+                .split(',')
+                .filter(|kv| {
+                    ["rule=", "partition=", "group="]
+                        .iter()
+                        .any(|k| kv.starts_with(k))
+                })
+                .collect();
+            kept.sort();
+            *sums.entry(kept.join(",")).or_insert(0.0) += v.parse::<f64>().unwrap_or(f64::NAN);
+        }
+    }
+    sums
+}
+
 /// The notifications of a run as "state rule group" keys.
 fn keys(dir: &std::path::Path, run: &Run) -> Vec<String> {
     std::fs::read_to_string(dir.join(format!("{}.ndjson", run.name)))
@@ -218,6 +245,14 @@ async fn shards_read_only_their_streams_and_together_alert_like_one_process() {
         let g: Vec<&Run> = g.iter().collect();
         until_lines(&g, n, &format!("{} shards", g.len())).await;
         same_alerts(d, &single, &g, &format!("{} shards", g.len())).await;
+        // The cluster-wide rules run in Prometheus over the shards'
+        // counters: summed by group, the shards export the single run's.
+        let one = hits_by_group(&[&single]).await;
+        assert!(
+            one.keys().any(|k| k.contains("redis_unreachable")),
+            "{one:?}"
+        );
+        assert_eq!(hits_by_group(&g).await, one, "{} shards", g.len());
         if g.len() == 1 {
             continue; // 0/1 is the unsharded path
         }
