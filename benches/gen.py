@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deterministic benchmark corpus: realistic container logs.
 
-    python3 benches/gen.py LINES [--shape mixed|json|keyed|traced] > corpus.log
+    python3 benches/gen.py LINES [--shape mixed|json|keyed|traced] [--per-second N] > corpus.log
 
 Shape `json`: plain zap JSON lines from 24 livekit-server and 8 egress
 nodes, interleaved, with no kubectl/stern prefix (as log files and Loki
@@ -27,6 +27,10 @@ from datetime import datetime, timezone
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 N = int(args[0]) if args else 2_000_000
 SHAPE = sys.argv[sys.argv.index("--shape") + 1] if "--shape" in sys.argv else "mixed"
+# Lines per second of event time (mean): the default 1000 keeps the corpora
+# of earlier runs byte for byte.
+PER_SECOND = float(sys.argv[sys.argv.index("--per-second") + 1]) if "--per-second" in sys.argv else 1000.0
+SCALE = 1000.0 / PER_SECOND
 if SHAPE not in ("mixed", "json", "keyed", "traced"):
     sys.exit(f"unknown shape {SHAPE}: mixed, json, keyed or traced")
 rng = random.Random(20261129)
@@ -81,7 +85,7 @@ def json_shape(keyed=False, traced=False):
         return f',"traceID":"{rng.getrandbits(128):032x}","requestID":"{rid("REQ_", 16)}"'
 
     for i in range(N):
-        t += 0.0005 + rng.random() * 0.001
+        t += (0.0005 + rng.random() * 0.001) * SCALE
         hit = rng.random() < 0.01
         near = rng.random() < 0.02
         r = rng.random()
@@ -113,7 +117,7 @@ if SHAPE != "mixed":
     sys.exit(0)
 
 for i in range(N):
-    t += 0.0005 + rng.random() * 0.001
+    t += (0.0005 + rng.random() * 0.001) * SCALE
     r = rng.random()
     hit = rng.random() < 0.01
     near = rng.random() < 0.02

@@ -68,12 +68,43 @@ pub struct Watch {
     latest: i64,
     /// The chatter allowance: lines left, and the event time it was
     /// topped up at.
-    chatter: (f64, i64),
+    chatter: (i64, i64),
+    /// The chatter allowance that follows the line rate: lines left,
+    /// topped up by a share of each line of chatter (and a floor per
+    /// second of event time, from `chatter`'s clock).
+    chatter_lines: i64,
+    /// The lowest level that pages: lines below it are chatter.
+    pages_from: Option<Level>,
     stats: WatchStats,
 }
 
 /// Seconds of `chatter_per_second` a burst may take at once.
-const CHATTER_BURST_SECS: f64 = 10.0;
+const CHATTER_BURST_SECS: i64 = 10;
+
+/// One line of the chatter allowance in integer units: a nanosecond of
+/// event time at one line a second is `CHATTER_SHARE` units, a line of
+/// chatter earns one `CHATTER_SHARE`th of a line.
+const TOKEN: i64 = CHATTER_SHARE * 1_000_000_000;
+
+/// One line of chatter in this many is mined once the burst is spent
+/// (besides the floor): what mining costs stays a small share of the work
+/// whatever the lines per second of event time — 400 lines a second mine
+/// about 5 % of them, not the 25 % `chatter_per_second` alone would.
+const CHATTER_SHARE: i64 = 32;
+
+/// The floor of the line-rate allowance, `chatter_per_second` divided by
+/// this: a quiet stream's chatter is mined in full.
+const CHATTER_FLOOR_DIV: i64 = 10;
+
+/// The chatter allowance's burst, in `TOKEN` units.
+fn chatter_burst(spec: &Novelty) -> i64 {
+    i64::from(spec.chatter_per_second).saturating_mul(CHATTER_BURST_SECS * TOKEN)
+}
+
+/// The lowest of `levels`.
+fn lowest(levels: &[Level]) -> Option<Level> {
+    levels.iter().copied().min()
+}
 
 /// The alert key of a template.
 pub fn template_key(id: u64) -> String {
@@ -97,10 +128,9 @@ impl Watch {
             learn_lines_left: spec.learn_lines,
             born: HashMap::new(),
             latest: i64::MIN,
-            chatter: (
-                f64::from(spec.chatter_per_second) * CHATTER_BURST_SECS,
-                i64::MIN,
-            ),
+            chatter: (chatter_burst(spec), i64::MIN),
+            chatter_lines: chatter_burst(spec),
+            pages_from: lowest(&spec.page_levels),
             stats: WatchStats::default(),
         }
     }
@@ -136,6 +166,7 @@ impl Watch {
             }
         }
         self.spec = spec.clone();
+        self.pages_from = lowest(&spec.page_levels);
         self.refresh_stats();
     }
 
@@ -154,26 +185,49 @@ impl Watch {
         }
     }
 
-    /// Whether a line of chatter (info, debug, no level) at `time` fits
-    /// the allowance of `chatter_per_second`, topped up on event time.
+    /// Whether a line at `level` is chatter: below the lowest level that
+    /// pages (all of them when no level pages), or without a level.
+    fn is_chatter(&self, level: Option<Level>) -> bool {
+        match (level, self.pages_from) {
+            (Some(l), Some(from)) => l < from,
+            _ => true,
+        }
+    }
+
+    /// Whether a line of chatter at `time` fits the allowance: at most
+    /// `chatter_per_second` per second of event time, and at most one line
+    /// in `CHATTER_SHARE` of the chatter beyond a floor of a tenth of that
+    /// rate (each with a burst of ten seconds' worth). Integer arithmetic
+    /// in `TOKEN` units: it runs on every line of chatter.
     fn chatter_allowed(&mut self, time: i64) -> bool {
-        let rate = f64::from(self.spec.chatter_per_second);
-        if rate == 0.0 {
+        let rate = i64::from(self.spec.chatter_per_second);
+        if rate == 0 {
             return true;
         }
+        let burst = rate.saturating_mul(CHATTER_BURST_SECS * TOKEN);
         let (left, at) = self.chatter;
-        let left = if at == i64::MIN || time <= at {
-            left
+        // A nanosecond at `rate` tokens a second is rate × TOKEN / 1e9
+        // units: rate × CHATTER_SHARE.
+        let ns = if at == i64::MIN || time <= at {
+            0
         } else {
-            let secs = (time - at) as f64 / 1e9;
-            (left + secs * rate).min(rate * CHATTER_BURST_SECS)
+            time - at
         };
+        let by_time = ns.saturating_mul(rate * CHATTER_SHARE);
+        let left = left.saturating_add(by_time).min(burst);
+        let lines = self
+            .chatter_lines
+            .saturating_add(by_time / CHATTER_FLOOR_DIV)
+            .saturating_add(TOKEN / CHATTER_SHARE)
+            .min(burst);
         let at = if at == i64::MIN { time } else { at.max(time) };
-        if left >= 1.0 {
-            self.chatter = (left - 1.0, at);
+        if left >= TOKEN && lines >= TOKEN {
+            self.chatter = (left - TOKEN, at);
+            self.chatter_lines = lines - TOKEN;
             true
         } else {
             self.chatter = (left, at);
+            self.chatter_lines = lines;
             self.stats.chatter_skipped += 1;
             false
         }
@@ -196,7 +250,7 @@ impl Watch {
         if !self.mines(level) {
             return None;
         }
-        if level.is_none_or(|l| l < Level::Warn) && !self.chatter_allowed(time) {
+        if self.is_chatter(level) && !self.chatter_allowed(time) {
             return None;
         }
         let message = mining_message(text, format, header, level, Some(time))?;
@@ -349,6 +403,12 @@ mod tests {
             .map(|n| n.template)
     }
 
+    fn see_ns(w: &mut Watch, t: i64, level: &str, msg: &str) {
+        let text = line(level, msg);
+        let l = crate::decode::mined::quick_level(&text, "json");
+        w.observe(l, &text, "json", None, t, true);
+    }
+
     /// A quiet start: six start-up lines, an hour of nothing, then the
     /// service's everyday traffic. By the clock alone learning would be
     /// over before the traffic; with `learn_lines` it learns the traffic
@@ -400,28 +460,43 @@ mod tests {
     }
 
     #[test]
-    fn chatter_past_its_budget_is_skipped_and_counted_but_warnings_never_are() {
+    fn chatter_past_its_budget_is_skipped_and_counted_but_paging_levels_never_are() {
         let mut sp = spec();
         sp.levels = vec![Level::Info, Level::Warn, Level::Error, Level::Fatal];
         sp.chatter_per_second = 10;
         let mut w = Watch::new(&sp);
-        // 10 s of burst (100 lines), then 10 lines per second of event time.
+        // 10 s of burst (100 lines), then per second of event time 10 lines
+        // by the clock but only 1 (the floor) + 1/32 of the lines by the
+        // line rate: 100 + 2 + 299/32.
         for i in 0..300 {
             see(&mut w, i / 100, "info", &format!("tick {i} done"));
         }
         let st = w.stats();
         assert!(
-            (119..=121).contains(&st.mined),
-            "burst plus two seconds of allowance, got {}",
+            (110..=112).contains(&st.mined),
+            "burst plus the line-rate allowance, got {}",
             st.mined
         );
         assert_eq!(st.chatter_skipped, 300 - st.mined);
-        // Warnings and errors are mined whatever the budget.
+        // Warnings do not page here (page_levels: error): chatter too.
         for i in 0..50 {
             see(&mut w, 3, "warn", &format!("slow call {i}"));
         }
+        assert_eq!(w.stats().mined, st.mined + 2, "1 s of floor, 50/32");
+        // Errors page: mined whatever the budget.
+        let st = w.stats();
+        for i in 0..50 {
+            see(&mut w, 3, "error", &format!("failed call {i}"));
+        }
         assert_eq!(w.stats().mined, st.mined + 50);
         assert_eq!(w.stats().chatter_skipped, st.chatter_skipped);
+        // When warnings page, they are never sampled.
+        sp.page_levels = vec![Level::Warn, Level::Error, Level::Fatal];
+        let mut w = Watch::new(&sp);
+        for i in 0..300 {
+            see(&mut w, 0, "warn", &format!("slow call {i}"));
+        }
+        assert_eq!((w.stats().mined, w.stats().chatter_skipped), (300, 0));
         // No limit: every line.
         sp.chatter_per_second = 0;
         let mut w = Watch::new(&sp);
@@ -429,6 +504,39 @@ mod tests {
             see(&mut w, 0, "info", &format!("tick {i} done"));
         }
         assert_eq!((w.stats().mined, w.stats().chatter_skipped), (300, 0));
+    }
+
+    #[test]
+    fn the_chatter_sample_follows_the_line_rate_and_keeps_quiet_streams_whole() {
+        let mut sp = spec();
+        sp.levels = vec![Level::Info, Level::Warn, Level::Error, Level::Fatal];
+        sp.chatter_per_second = 100;
+        // 400 lines per second of event time for an hour: about 1/32 of
+        // them (plus 10 a second), not the 100 a second (25 %) the clock
+        // alone would allow.
+        let mut w = Watch::new(&sp);
+        let n = 400 * 3600;
+        for i in 0..n {
+            see_ns(&mut w, i * (S / 400), "info", "participant active");
+        }
+        let share = w.stats().mined as f64 / n as f64;
+        assert!(
+            (0.05..0.06).contains(&share),
+            "mined {share:.3} of the lines"
+        );
+        // 5 lines a second: every one (the floor is 10).
+        let mut w = Watch::new(&sp);
+        for i in 0..5 * 3600 {
+            see_ns(&mut w, i * (S / 5), "info", "participant active");
+        }
+        assert_eq!(w.stats().chatter_skipped, 0);
+        // 100,000 lines a second: the clock's 100 a second bind.
+        let mut w = Watch::new(&sp);
+        for i in 0..1_000_000 {
+            see_ns(&mut w, i * (S / 100_000), "info", "participant active");
+        }
+        let mined = w.stats().mined;
+        assert!((1998..=2000).contains(&mined), "burst plus 10 s: {mined}");
     }
 
     #[test]

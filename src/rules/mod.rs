@@ -198,12 +198,14 @@ impl Detect {
     }
 }
 
-/// Lines below warn novelty mines per second of event time by default: a
-/// sample of the chatter (they never page by default), so mining every
-/// level costs a bounded amount however fast the logs come. The token
-/// bucket admits lines evenly, so the sample holds every template in
-/// proportion to its share of the chatter; warnings and errors are never
-/// sampled.
+/// Lines of chatter (below the lowest of `page_levels`: by default info,
+/// debug and warnings) novelty mines per second of event time at most by
+/// default, so mining costs a bounded amount however fast the logs come;
+/// besides, at most one line of chatter in 32 beyond a tenth of this rate
+/// (see `mining::watch`), so the cost follows the line rate too. The token
+/// buckets admit lines evenly, so the sample holds every template in
+/// proportion to its share of the chatter; lines at a paging level are
+/// never sampled.
 pub const DEFAULT_CHATTER_PER_SECOND: u32 = 100;
 
 /// Lines novelty learns at least before new templates count.
@@ -216,8 +218,9 @@ pub struct Novelty {
     pub levels: Vec<Level>,
     /// Lines without a level are mined too (`none` among the levels).
     pub unleveled: bool,
-    /// Info, debug and unlevelled lines mined per second of event time
-    /// (0: no limit).
+    /// Lines of chatter (below the lowest paging level, or without a
+    /// level) mined per second of event time at most (0: no limit, and no
+    /// line-rate share either).
     pub chatter_per_second: u32,
     /// Levels whose new templates page.
     pub page_levels: Vec<Level>,
