@@ -171,7 +171,20 @@ fn logfmt_level(text: &str) -> Option<Level> {
                 .iter()
                 .position(|c| *c == b' ' || *c == b'"')
                 .unwrap_or(v.len());
-            return severity::value(std::str::from_utf8(&v[..end]).ok()?);
+            let word = &v[..end];
+            // The usual spellings compared in place (this runs on every
+            // logfmt line); the rest through the full table.
+            for (name, level) in [
+                (&b"info"[..], Level::Info),
+                (b"debug", Level::Debug),
+                (b"warn", Level::Warn),
+                (b"error", Level::Error),
+            ] {
+                if word == name {
+                    return Some(level);
+                }
+            }
+            return severity::value(std::str::from_utf8(word).ok()?);
         }
         i += memchr::memchr(b' ', rest)? + 1;
     }

@@ -26,31 +26,61 @@ pub fn parse_epoch(s: &str) -> Option<i64> {
     if s.is_empty() || !s.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
         return None;
     }
-    // Fast path, no allocation: digits with an optional fraction.
+    // Fast path, no allocation, one pass: digits with an optional
+    // fraction of digits.
     let b = s.as_bytes();
-    let dot = memchr::memchr(b'.', b);
-    let (int, frac) = match dot {
-        Some(d) => (&b[..d], &b[d + 1..]),
-        None => (b, &b""[..]),
-    };
-    let digits = int.iter().try_fold(0i64, |acc, d| {
-        if d.is_ascii_digit() {
-            acc.checked_mul(10)?.checked_add(i64::from(d - b'0'))
+    let mut i = 0;
+    let mut int = 0i64;
+    let mut fits = true;
+    while i < b.len() && b[i].is_ascii_digit() {
+        let d = i64::from(b[i] - b'0');
+        if i < 18 {
+            // 18 digits cannot overflow.
+            int = int * 10 + d;
         } else {
-            None
-        }
-    });
-    if let (Some(i), false, true) = (digits, int.is_empty(), frac.iter().all(u8::is_ascii_digit)) {
-        if dot.is_none() {
-            return Some(scale_int(i));
-        }
-        if i < 100_000_000_000 {
-            // Seconds with a fraction: nanosecond precision from the digits.
-            let mut nanos = 0i64;
-            for k in 0..9 {
-                nanos = nanos * 10 + frac.get(k).map_or(0, |d| i64::from(d - b'0'));
+            match int.checked_mul(10).and_then(|v| v.checked_add(d)) {
+                Some(v) => int = v,
+                None => {
+                    fits = false;
+                    break;
+                }
             }
-            return i.checked_mul(NS)?.checked_add(nanos);
+        }
+        i += 1;
+    }
+    if fits && i == b.len() {
+        return Some(scale_int(int));
+    }
+    if fits && b[i] == b'.' && int < 100_000_000_000 {
+        // Seconds with a fraction: nanosecond precision from the digits.
+        let frac = &b[i + 1..];
+        let mut nanos = 0i64;
+        let mut k = 0;
+        let mut digits = true;
+        for &d in frac {
+            if !d.is_ascii_digit() {
+                digits = false;
+                break;
+            }
+            if k < 9 {
+                nanos = nanos * 10 + i64::from(d - b'0');
+                k += 1;
+            }
+        }
+        if digits {
+            const POW10: [i64; 10] = [
+                1_000_000_000,
+                100_000_000,
+                10_000_000,
+                1_000_000,
+                100_000,
+                10_000,
+                1_000,
+                100,
+                10,
+                1,
+            ];
+            return int.checked_mul(NS)?.checked_add(nanos * POW10[k]);
         }
     }
     let f: f64 = s.parse().ok()?;
@@ -347,6 +377,27 @@ mod tests {
         );
         assert_eq!(parse_epoch("abc"), None);
         assert_eq!(parse_epoch("-5"), None);
+        // The one-pass fast path's edges.
+        assert_eq!(parse_epoch("1764000000.1"), Some(1_764_000_000_100_000_000));
+        assert_eq!(
+            parse_epoch("1764000000.0020071234567"),
+            Some(1_764_000_000_002_007_123)
+        );
+        assert_eq!(parse_epoch("1764000000."), Some(1_764_000_000 * NS));
+        assert_eq!(
+            parse_epoch(" 1764000000.5 "),
+            Some(1_764_000_000_500_000_000)
+        );
+        assert_eq!(parse_epoch(".5"), None);
+        assert_eq!(parse_epoch("1764000000.5x"), None);
+        assert_eq!(parse_epoch("17640x"), None);
+        // Past i64 as digits: read as a float, saturated.
+        assert_eq!(parse_epoch("99999999999999999999"), Some(i64::MAX));
+        // Milliseconds with a fraction: read as a float.
+        assert_eq!(
+            parse_epoch("1714568400123.5"),
+            Some(1_714_568_400_123_000_000)
+        );
     }
 
     #[test]

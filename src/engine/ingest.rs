@@ -240,11 +240,14 @@ impl Engine {
 
     /// Novelty: the line's template mined, a new one routed to its rule.
     fn mine(&mut self, p: &Prepared<'_>, t: i64, timed: bool, out: &mut Vec<Notification>) {
+        // A trace's frames are mined with their record, not one by one.
+        if p.continues {
+            return;
+        }
         if let Some((ri, w)) = self.novelty.as_mut() {
             let ri = *ri;
             let level = self.decoder.level(p);
-            // A trace's frames are mined with their record, not one by one.
-            if w.mines(level) && !p.continues {
+            if w.mines(level) {
                 if let Some(novel) =
                     w.observe(level, &p.text, p.format, p.header.as_ref(), t, timed)
                 {

@@ -75,6 +75,8 @@ pub struct Watch {
     chatter_lines: i64,
     /// The lowest level that pages: lines below it are chatter.
     pages_from: Option<Level>,
+    /// The levels mined, one bit each (`level_bit`).
+    mined: u8,
     stats: WatchStats,
 }
 
@@ -99,6 +101,28 @@ const CHATTER_FLOOR_DIV: i64 = 10;
 /// The chatter allowance's burst, in `TOKEN` units.
 fn chatter_burst(spec: &Novelty) -> i64 {
     i64::from(spec.chatter_per_second).saturating_mul(CHATTER_BURST_SECS * TOKEN)
+}
+
+/// A level's bit in [`Watch::mines`]'s set (None: lines without one).
+fn level_bit(level: Option<Level>) -> u8 {
+    match level {
+        None => 1,
+        Some(Level::Debug) => 2,
+        Some(Level::Info) => 4,
+        Some(Level::Warn) => 8,
+        Some(Level::Error) => 16,
+        Some(Level::Fatal) => 32,
+    }
+}
+
+/// The levels `spec` mines, as bits.
+fn mined_bits(spec: &Novelty) -> u8 {
+    let levels = spec.levels.iter().fold(0, |m, l| m | level_bit(Some(*l)));
+    if spec.unleveled {
+        levels | level_bit(None)
+    } else {
+        levels
+    }
 }
 
 /// The lowest of `levels`.
@@ -131,6 +155,7 @@ impl Watch {
             chatter: (chatter_burst(spec), i64::MIN),
             chatter_lines: chatter_burst(spec),
             pages_from: lowest(&spec.page_levels),
+            mined: mined_bits(spec),
             stats: WatchStats::default(),
         }
     }
@@ -167,6 +192,7 @@ impl Watch {
         }
         self.spec = spec.clone();
         self.pages_from = lowest(&spec.page_levels);
+        self.mined = mined_bits(spec);
         self.refresh_stats();
     }
 
@@ -178,15 +204,14 @@ impl Watch {
 
     /// Whether lines at `level` (None: without one) are mined (cheap: the
     /// engine asks first).
+    #[inline]
     pub fn mines(&self, level: Option<Level>) -> bool {
-        match level {
-            Some(l) => self.spec.levels.contains(&l),
-            None => self.spec.unleveled,
-        }
+        self.mined & level_bit(level) != 0
     }
 
     /// Whether a line at `level` is chatter: below the lowest level that
     /// pages (all of them when no level pages), or without a level.
+    #[inline]
     fn is_chatter(&self, level: Option<Level>) -> bool {
         match (level, self.pages_from) {
             (Some(l), Some(from)) => l < from,
@@ -199,6 +224,7 @@ impl Watch {
     /// in `CHATTER_SHARE` of the chatter beyond a floor of a tenth of that
     /// rate (each with a burst of ten seconds' worth). Integer arithmetic
     /// in `TOKEN` units: it runs on every line of chatter.
+    #[inline]
     fn chatter_allowed(&mut self, time: i64) -> bool {
         let rate = i64::from(self.spec.chatter_per_second);
         if rate == 0 {
@@ -238,6 +264,7 @@ impl Watch {
     /// report when its template is new at a paging level. `timed`: the
     /// time is the line's own; an inherited one (a line without a time)
     /// never starts or moves the learning period.
+    #[inline]
     pub fn observe(
         &mut self,
         level: Option<Level>,
@@ -247,12 +274,25 @@ impl Watch {
         time: i64,
         timed: bool,
     ) -> Option<Novel> {
-        if !self.mines(level) {
+        // The common case, inline: a line not mined, or chatter past its
+        // allowance (most lines of a busy log).
+        if !self.mines(level) || (self.is_chatter(level) && !self.chatter_allowed(time)) {
             return None;
         }
-        if self.is_chatter(level) && !self.chatter_allowed(time) {
-            return None;
-        }
+        self.mine(level, text, format, header, time, timed)
+    }
+
+    /// [`Watch::observe`] for a line that is mined.
+    #[inline(never)]
+    fn mine(
+        &mut self,
+        level: Option<Level>,
+        text: &str,
+        format: &str,
+        header: Option<&Header>,
+        time: i64,
+        timed: bool,
+    ) -> Option<Novel> {
         let message = mining_message(text, format, header, level, Some(time))?;
         if self
             .spec
