@@ -12,6 +12,7 @@ Pairs, per corpus:
   novelty on / off     sigwatch replay FILE  vs  sigwatch replay --no-novelty FILE
   cat | run / cat | wc -l
                        cat FILE | sigwatch run --listen none  vs  cat FILE | wc -l
+  cat | run / replay   the pipe against the file: the same detection
 
 LITERALS is `sigwatch check --literals` (the pack's literals, as a grep for the
 same signatures would use). A benchmark, not a test: CI does not run it.
@@ -99,4 +100,9 @@ for c in CORPORA:
         "cat | run / cat | wc -l",
         c,
         pair(f"cat {c} | {BIN} run --listen none --log-level error", f"cat {c} | wc -l"),
+    )
+    show(
+        "cat | run / replay",
+        c,
+        pair(f"cat {c} | {BIN} run --listen none --log-level error", f"{BIN} replay {q} {c}"),
     )

@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 mod grow;
 mod miner;
+mod sample;
 mod tokenize;
 mod wild;
 pub use miner::Miner;

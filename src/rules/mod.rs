@@ -202,8 +202,8 @@ impl Detect {
 /// debug and warnings) novelty mines per second of event time at most by
 /// default, so mining costs a bounded amount however fast the logs come;
 /// besides, at most one line of chatter in 32 beyond a tenth of this rate
-/// (see `mining::watch`), so the cost follows the line rate too. The token
-/// buckets admit lines evenly, so the sample holds every template in
+/// (see `mining::sample`), so the cost follows the line rate too. The
+/// sample spreads its picks over the lines, so it holds every template in
 /// proportion to its share of the chatter; lines at a paging level are
 /// never sampled.
 pub const DEFAULT_CHATTER_PER_SECOND: u32 = 100;
