@@ -5,16 +5,15 @@
 #   RSS_LINES=20000000 bash benches/run.sh   # also peak RSS of `run` at 20 M lines
 #   PROFILE=1 bash benches/run.sh            # also a perf profile of each replay thread
 #
-# Four corpora of LINES lines each (benches/gen.py): `mixed` (kubectl/stern
+# Five corpora of LINES lines each (benches/gen.py): `mixed` (kubectl/stern
 # prefixed livekit and egress, kube events, kubelet journal, gateway logfmt,
 # plain text) and `json` (plain zap JSON from many nodes, no prefixes, as
 # files and Loki deliver them), `keyed` (json with nodeID on every line) and
 # `traced` (keyed plus a traceID and requestID per line), `slow` (keyed at
 # 400 lines per second of event time instead of 1000). Prints seconds (median and min of 5 runs),
 # MB/s, peak RSS, the stage timings (block scan vs engine, each alone), and
-# the ratios the performance issues set as targets (novelty on/off <= 1.176
-# is a throughput drop of at most 15 %). A benchmark, not a test: CI does not
-# run it. Needs python3, ripgrep, grep, jq, GNU time (installed if missing).
+# the target pairs (benches/pairs.py: A and B alternating, the median ratio
+# with its min–max). A benchmark, not a test: CI does not run it. Needs python3, ripgrep, grep, jq, GNU time (installed if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LINES=${1:-2000000}
