@@ -160,6 +160,15 @@ pub struct IncidentsSection {
     /// Least time between two updates of one incident (default 1m).
     #[serde(default)]
     pub update_interval: Option<Dur>,
+    /// Related alerts an incident needs before it opens and pages
+    /// (default 1).
+    #[serde(default)]
+    pub min_alerts: Option<usize>,
+    /// How long an incident whose alerts all resolved waits before it
+    /// resolves; an alert firing again within it keeps the incident and
+    /// pages nothing new (default 5m; 0s: resolve at once).
+    #[serde(default)]
+    pub flap_window: Option<Dur>,
 }
 
 /// A secret: from a file, or from an environment variable (never inline).

@@ -174,3 +174,74 @@ fn caused_by_must_name_a_rule() {
         "{err}"
     );
 }
+
+/// An hour in which one node's disk fills and frees every four minutes:
+/// three errors, then quiet chatter (the count rule resolves after its
+/// one-minute window).
+fn flapping(dir: &std::path::Path) -> (String, String) {
+    let rules = dir.join("flap.yaml");
+    std::fs::write(
+        &rules,
+        "rules:\n  - id: disk.full\n    title: Disk full\n    severity: critical\n    match: {contains: [\"no space left\"]}\n    group_by: node\n    detect: {count: {window: 1m}}\n",
+    )
+    .unwrap();
+    let log = dir.join("flap.log");
+    let t0 = 1_764_000_000i64;
+    let mut text = String::new();
+    for k in 0..15 {
+        for j in 0..3 {
+            text.push_str(&format!(
+                "{{\"level\":\"error\",\"ts\":{},\"msg\":\"write failed: no space left on device\",\"node\":\"n1\"}}\n",
+                t0 + k * 240 + j * 5
+            ));
+        }
+        for j in 0..10 {
+            text.push_str(&format!(
+                "{{\"level\":\"info\",\"ts\":{},\"msg\":\"tick\",\"node\":\"n2\"}}\n",
+                t0 + k * 240 + 30 + j * 20
+            ));
+        }
+    }
+    std::fs::write(&log, text).unwrap();
+    (
+        rules.to_str().unwrap().to_string(),
+        log.to_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn a_flapping_alert_pages_once_as_an_incident_and_the_config_tunes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rules, log) = flapping(dir.path());
+    let base = ["--no-builtin-rules", "--no-novelty", "--rules", &rules];
+    // The alerts themselves: every transition, unchanged.
+    let alerts = replay(&[&base[..], &[log.as_str()]].concat());
+    let firing = alerts.iter().filter(|n| n["state"] == "firing").count();
+    assert_eq!(firing, 15);
+    // As incidents: one page, resolved when the alert last resolved.
+    let notes = replay(&[&base[..], &["--group-incidents", log.as_str()]].concat());
+    assert_eq!(events(&notes), ["opened", "resolved"], "{notes:?}");
+    assert_eq!(notes[1]["ends_at"], alerts.last().unwrap()["ends_at"]);
+    // No flap window: a page per flap.
+    let cfg = dir.path().join("sigwatch.yaml");
+    std::fs::write(&cfg, "incidents:\n  group: true\n  flap_window: 0s\n").unwrap();
+    let notes = replay(
+        &[
+            &base[..],
+            &["--config", cfg.to_str().unwrap(), log.as_str()],
+        ]
+        .concat(),
+    );
+    let opened = events(&notes).iter().filter(|e| *e == "opened").count();
+    assert_eq!(opened, 15);
+    // Two related alerts needed: one node's lone alert never pages.
+    std::fs::write(&cfg, "incidents:\n  group: true\n  min_alerts: 2\n").unwrap();
+    let notes = replay(
+        &[
+            &base[..],
+            &["--config", cfg.to_str().unwrap(), log.as_str()],
+        ]
+        .concat(),
+    );
+    assert!(notes.is_empty(), "{notes:?}");
+}

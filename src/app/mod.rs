@@ -344,6 +344,12 @@ pub fn incident_settings(
     if let Some(u) = section.update_interval {
         cfg.update_interval = u.ns().max(0);
     }
+    if let Some(n) = section.min_alerts {
+        cfg.min_alerts = n.max(1);
+    }
+    if let Some(f) = section.flap_window {
+        cfg.flap_window = f.ns().max(0);
+    }
     Ok((p.group_incidents || section.group, cfg))
 }
 

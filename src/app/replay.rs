@@ -522,10 +522,20 @@ fn summary_end(o: &mut String, delivery: &Delivery) {
     if st.opened > 0 {
         let _ = writeln!(
             o,
-            "incidents  {} opened · {} resolved · {} open at the end",
+            "incidents  {} opened · {} resolved · {} open at the end{}{}",
             st.opened,
             st.resolved,
-            open.len()
+            open.len(),
+            if st.flaps > 0 {
+                format!(" · {} flap(s) held", st.flaps)
+            } else {
+                String::new()
+            },
+            if st.below_min > 0 {
+                format!(" · {} below min_alerts", st.below_min)
+            } else {
+                String::new()
+            }
         );
         for inc in open.iter().take(5) {
             let _ = writeln!(

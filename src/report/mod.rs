@@ -631,6 +631,7 @@ impl Board {
                 "id": i.id, "title": i.title(), "story": i.story(), "severity": i.severity(),
                 "start": format_rfc3339(i.start), "end": i.end.map(format_rfc3339),
                 "nodes": i.nodes(), "affected": i.affected(), "alerts": i.members.len(),
+                "follows": i.follows, "resolving_since": i.resolving_since.map(format_rfc3339),
             })
         };
         let now = crate::clock::wall_ns();
@@ -646,7 +647,7 @@ impl Board {
                 "nodes": n.top_groups.iter().map(|g| g.group.clone()).collect::<Vec<_>>(),
                 "incident": incident_of(&n.fingerprint),
             })).collect::<Vec<_>>(),
-            "incidents": incidents.open().iter().rev().map(inc).collect::<Vec<_>>(),
+            "incidents": incidents.open().into_iter().rev().map(inc).collect::<Vec<_>>(),
             "resolved_incidents": incidents.closed().rev().take(10).map(inc).collect::<Vec<_>>(),
         })
     }

@@ -15,6 +15,8 @@
     h("div", "title", inc.title, c);
     h("div", "story", inc.story, c);
     h("div", "meta", inc.id + " · first line " + inc.start + (inc.end ? " · resolved " + inc.end : "") +
+      (inc.resolving_since ? " · all alerts resolved " + inc.resolving_since + ", resolves unless one fires again" : "") +
+      (inc.follows ? " · follows " + inc.follows : "") +
       " · " + plural(inc.alerts, "alert", "alerts") + " · still affected: " + (inc.affected.join(", ") || "none"), c);
   }
   function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }

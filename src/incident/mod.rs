@@ -11,7 +11,13 @@
 //! shared sample line (two rules raised by the same log line). Links
 //! hold while the related alert fires and for `window` after it resolved;
 //! the same-rule link only within `window` of the incident's last change.
-//! An incident resolves when its last alert resolves. Everything is driven
+//! An incident opens (pages) once it holds `min_alerts` related alerts
+//! (default 1); one whose alerts all resolve before that never opened and
+//! is dropped, counted. It resolves when its last alert resolves and none
+//! fires again within `flap_window`: an alert that flaps (firing, resolved,
+//! firing) holds its incident open and pages nothing new. A resolved
+//! incident is closed for good: a later alert of the same chain opens a new
+//! one, which names the old one in its story. Everything is driven
 //! by the alerts' own event times, so a replay groups exactly as the live
 //! run did, and two replicas give the same incident ids.
 
@@ -22,6 +28,10 @@ use crate::clock::{format_rfc3339, Stamp};
 use crate::rules::RuleSet;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+mod saved;
+pub use saved::IncidentsState;
+use saved::SavedIncident;
 
 /// The rule id of incident-level notifications.
 pub const INCIDENT_RULE: &str = "incident";
@@ -44,6 +54,12 @@ pub struct IncidentConfig {
     pub max_chain: usize,
     /// Most resolved incidents remembered (status page, report).
     pub max_closed: usize,
+    /// Related alerts an incident needs before it opens (pages).
+    pub min_alerts: usize,
+    /// How long an incident whose alerts all resolved waits before it
+    /// resolves: an alert firing again within it keeps the incident, and
+    /// nothing new is sent (ns; 0: resolve at once).
+    pub flap_window: i64,
 }
 
 impl Default for IncidentConfig {
@@ -54,6 +70,8 @@ impl Default for IncidentConfig {
             max_open: 256,
             max_chain: 200,
             max_closed: 1000,
+            min_alerts: 1,
+            flap_window: 5 * MINUTE,
         }
     }
 }
@@ -115,6 +133,17 @@ pub struct Incident {
     pub end: Option<i64>,
     /// Alerts beyond the chain's bound.
     pub omitted: u64,
+    /// The resolved incident of the same chain this one follows (an alert
+    /// related to it arrived after it resolved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follows: Option<String>,
+    /// When its last alert resolved, while the flap window runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolving_since: Option<i64>,
+    /// Whether it has opened (held `min_alerts` alerts): only an opened
+    /// incident pages and is listed.
+    #[serde(skip)]
+    opened: bool,
     #[serde(skip)]
     last_change: i64,
     #[serde(skip)]
@@ -218,7 +247,10 @@ impl Incident {
             })
             .collect();
         let tail = affected_text(self.nodes().len(), self.affected().len(), self.firing());
-        format!("{} — {tail}", parts.join(" → "))
+        match &self.follows {
+            Some(old) => format!("{} — {tail} (again: follows {old})", parts.join(" → ")),
+            None => format!("{} — {tail}", parts.join(" → ")),
+        }
     }
 
     /// The incident part of a notification.
@@ -342,61 +374,14 @@ pub struct IncidentStats {
     pub evicted: u64,
     /// Alerts not listed in a full chain.
     pub omitted: u64,
-}
-
-/// An incident as a checkpoint keeps it (with the bookkeeping the status
-/// page does not show).
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-struct SavedIncident {
-    id: String,
-    members: Vec<Member>,
-    root: usize,
-    start: i64,
-    end: Option<i64>,
-    omitted: u64,
-    last_change: i64,
-    sent_at: i64,
-    dirty: bool,
-}
-
-impl SavedIncident {
-    fn of(i: &Incident) -> SavedIncident {
-        SavedIncident {
-            id: i.id.clone(),
-            members: i.members.clone(),
-            root: i.root,
-            start: i.start,
-            end: i.end,
-            omitted: i.omitted,
-            last_change: i.last_change,
-            sent_at: i.sent_at,
-            dirty: i.dirty,
-        }
-    }
-
-    fn incident(self) -> Incident {
-        Incident {
-            root: self.root.min(self.members.len().saturating_sub(1)),
-            id: self.id,
-            members: self.members,
-            start: self.start,
-            end: self.end,
-            omitted: self.omitted,
-            last_change: self.last_change,
-            sent_at: self.sent_at,
-            dirty: self.dirty,
-        }
-    }
-}
-
-/// The incidents in a checkpoint: every open incident (with its pending
-/// update), the most recently resolved ones for the status page, the
-/// counters.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct IncidentsState {
-    open: Vec<SavedIncident>,
-    closed: Vec<SavedIncident>,
-    stats: IncidentStats,
+    /// Alerts that fired again within the flap window of their incident
+    /// (kept it open; nothing sent).
+    #[serde(default)]
+    pub flaps: u64,
+    /// Incidents whose alerts all resolved before `min_alerts` joined
+    /// (never opened, never paged).
+    #[serde(default)]
+    pub below_min: u64,
 }
 
 /// Resolved incidents a checkpoint keeps (the status page's recent list).
@@ -499,9 +484,10 @@ impl Incidents {
         &self.stats
     }
 
-    /// Open incidents, oldest first.
-    pub fn open(&self) -> &[Incident] {
-        &self.open
+    /// Open incidents (those that opened: `min_alerts` alerts), oldest
+    /// first; an incident within its flap window is still open.
+    pub fn open(&self) -> Vec<&Incident> {
+        self.open.iter().filter(|i| i.opened).collect()
     }
 
     /// Resolved incidents remembered, oldest first.
@@ -509,7 +495,8 @@ impl Incidents {
         self.closed.iter()
     }
 
-    /// The incident of an alert of an open incident.
+    /// The incident of an alert of an open incident (or of one still
+    /// gathering its `min_alerts`).
     pub fn incident_of(&self, alert_fingerprint: &str) -> Option<&str> {
         self.member_of.get(alert_fingerprint).map(String::as_str)
     }
@@ -531,9 +518,21 @@ impl Incidents {
         id
     }
 
-    /// Sends the updates that are due at event time `now`.
+    /// Sends the updates that are due at event time `now`, and resolves
+    /// the incidents whose flap window has passed.
     pub fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
+        let flap = self.cfg.flap_window;
+        while let Some(i) = self.open.iter().position(|inc| {
+            inc.resolving_since
+                .is_some_and(|r| now >= r.saturating_add(flap))
+        }) {
+            let end = self.open[i].resolving_since.unwrap_or(now);
+            self.close(i, end, out);
+        }
         for inc in &mut self.open {
+            if !inc.opened {
+                continue;
+            }
             if inc.dirty && now >= inc.sent_at.saturating_add(self.cfg.update_interval) {
                 inc.dirty = false;
                 inc.sent_at = now;
@@ -542,10 +541,19 @@ impl Incidents {
         }
     }
 
-    /// End of input: sends every pending update.
+    /// End of input: resolves the incidents within their flap window (no
+    /// alert can fire again) and sends every pending update.
     pub fn finish(&mut self, out: &mut Vec<Notification>) {
+        while let Some(i) = self
+            .open
+            .iter()
+            .position(|inc| inc.resolving_since.is_some())
+        {
+            let end = self.open[i].resolving_since.unwrap_or_default();
+            self.close(i, end, out);
+        }
         for inc in &mut self.open {
-            if inc.dirty {
+            if inc.dirty && inc.opened {
                 inc.dirty = false;
                 out.push(inc.notification(IncidentEvent::Updated));
             }
@@ -628,7 +636,12 @@ impl Incidents {
                     m.ends_at = None;
                 }
                 inc.last_change = t;
-                inc.dirty = true;
+                if inc.resolving_since.take().is_some() {
+                    // A flap: the incident holds; nothing new is sent.
+                    self.stats.flaps += 1;
+                } else {
+                    inc.dirty = true;
+                }
                 return Some(id);
             }
         }
@@ -642,8 +655,10 @@ impl Incidents {
             Some(i) => {
                 self.stats.joined += 1;
                 let cap = self.cfg.max_chain;
+                let min = self.cfg.min_alerts;
                 let inc = &mut self.open[i];
                 inc.last_change = t;
+                inc.resolving_since = None;
                 if inc.members.len() >= cap {
                     inc.omitted += 1;
                     self.stats.omitted += 1;
@@ -655,10 +670,21 @@ impl Incidents {
                 let root = choose_root(&inc.members, &self.links);
                 self.open[i].root = root;
                 self.member_of.insert(n.fingerprint.clone(), id.clone());
+                let inc = &mut self.open[i];
+                if !inc.opened && inc.members.len() >= min {
+                    // Enough related alerts: it opens now, with them all.
+                    inc.opened = true;
+                    inc.dirty = false;
+                    inc.sent_at = t;
+                    out.push(inc.notification(IncidentEvent::Opened));
+                    self.stats.opened += 1;
+                }
                 Some(id)
             }
             None => {
                 let id = format!("inc-{}", &fingerprint(&n.fingerprint, &n.starts_at)[..8]);
+                let follows = self.follows(&m);
+                let opened = self.cfg.min_alerts <= 1;
                 let inc = Incident {
                     id: id.clone(),
                     members: vec![m],
@@ -666,12 +692,17 @@ impl Incidents {
                     start: t,
                     end: None,
                     omitted: 0,
+                    follows,
+                    resolving_since: None,
+                    opened,
                     last_change: t,
                     sent_at: t,
                     dirty: false,
                 };
-                out.push(inc.notification(IncidentEvent::Opened));
-                self.stats.opened += 1;
+                if opened {
+                    out.push(inc.notification(IncidentEvent::Opened));
+                    self.stats.opened += 1;
+                }
                 self.member_of.insert(n.fingerprint.clone(), id.clone());
                 self.open.push(inc);
                 if self.open.len() > self.cfg.max_open {
@@ -698,15 +729,40 @@ impl Incidents {
         inc.last_change = t;
         if inc.firing() {
             inc.dirty = true;
+        } else if !inc.opened {
+            // Never opened: it goes without a word.
+            self.stats.below_min += 1;
+            let inc = self.open.remove(i);
+            for m in &inc.members {
+                self.member_of.remove(&m.fingerprint);
+            }
+        } else if self.cfg.flap_window > 0 {
+            inc.resolving_since = Some(t);
         } else {
             self.close(i, t, out);
         }
         Some(id)
     }
 
+    /// The most recent resolved incident that new alert `m` relates to
+    /// (within `window` of its alert's end): the one a new incident
+    /// follows.
+    fn follows(&self, m: &Member) -> Option<String> {
+        self.closed
+            .iter()
+            .rev()
+            .find(|inc| {
+                inc.members
+                    .iter()
+                    .any(|o| self.related(m, o, inc.last_change))
+            })
+            .map(|inc| inc.id.clone())
+    }
+
     fn close(&mut self, i: usize, t: i64, out: &mut Vec<Notification>) {
         let mut inc = self.open.remove(i);
         inc.end = Some(t);
+        inc.resolving_since = None;
         inc.dirty = false;
         for m in &inc.members {
             self.member_of.remove(&m.fingerprint);
@@ -991,6 +1047,11 @@ rules:
         assert_ne!(a, b);
         assert_eq!(inc.open().len(), 2);
         inc.observe(&resolved("disk", "n9", 10, 15), &mut out);
+        // Within the flap window it holds, then resolves at its alert's end.
+        assert_eq!(inc.open().len(), 2);
+        inc.tick(at(19).ns().unwrap(), &mut out);
+        assert_eq!(inc.open().len(), 2);
+        inc.tick(at(20).ns().unwrap(), &mut out);
         assert_eq!(inc.open().len(), 1);
         assert_eq!(inc.closed().count(), 1);
         let last = out.last().unwrap();
@@ -1101,5 +1162,111 @@ rules:
         b.samples = vec!["another".into(), "the same line".into()];
         let ia = inc.observe(&a, &mut out);
         assert_eq!(inc.observe(&b, &mut out), ia);
+    }
+
+    #[test]
+    fn a_flapping_alert_holds_its_incident_and_pages_once() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        // An hour of flapping: firing 2 minutes, resolved 2 minutes.
+        for k in 0..15 {
+            let start = 10 + 4 * k;
+            inc.observe(&alert("disk", "n9", start, &["n9"]), &mut out);
+            inc.observe(&resolved("disk", "n9", start, start + 2), &mut out);
+        }
+        inc.tick(at(100).ns().unwrap(), &mut out);
+        let ev = events(&out);
+        assert_eq!(
+            ev.iter().map(|e| e.1).collect::<Vec<_>>(),
+            vec![IncidentEvent::Opened, IncidentEvent::Resolved],
+            "{ev:?}"
+        );
+        assert_eq!(inc.stats().flaps, 14);
+        assert_eq!((inc.stats().opened, inc.stats().resolved), (1, 1));
+        // It resolved when its alert last did, not when the window ran out.
+        assert_eq!(
+            out.last().unwrap().ends_at.as_deref(),
+            Some(at(68).as_str())
+        );
+    }
+
+    #[test]
+    fn without_a_flap_window_every_resolution_closes_the_incident() {
+        let mut inc = tracker(IncidentConfig {
+            flap_window: 0,
+            ..IncidentConfig::default()
+        });
+        let mut out = Vec::new();
+        for k in 0..3 {
+            inc.observe(&alert("disk", "n9", 10 + 4 * k, &["n9"]), &mut out);
+            inc.observe(&resolved("disk", "n9", 10 + 4 * k, 12 + 4 * k), &mut out);
+        }
+        assert_eq!((inc.stats().opened, inc.stats().resolved), (3, 3));
+    }
+
+    #[test]
+    fn an_alert_after_its_incident_resolved_opens_a_new_one_that_follows_it() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let first = inc.observe(&alert("drain_failed", "n1", 10, &["n1"]), &mut out);
+        inc.observe(&resolved("drain_failed", "n1", 10, 12), &mut out);
+        inc.tick(at(18).ns().unwrap(), &mut out);
+        assert_eq!(inc.open().len(), 0);
+        // The same chain, after the flap window (within the 15 minutes
+        // that relate it): a new incident, never the old one reopened or
+        // swollen.
+        let second = inc.observe(&alert("stuck", "n1", 20, &["n1"]), &mut out);
+        assert_ne!(first, second);
+        let closed: Vec<&Incident> = inc.closed().collect();
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].members.len(), 1);
+        let open = inc.open();
+        assert_eq!(open[0].follows, first);
+        assert!(open[0].story().contains("follows"), "{}", open[0].story());
+        // An unrelated alert follows nothing.
+        inc.observe(&alert("disk", "n9", 21, &["n9"]), &mut out);
+        assert_eq!(inc.open()[1].follows, None);
+    }
+
+    #[test]
+    fn an_incident_opens_only_with_its_minimum_of_related_alerts() {
+        let mut inc = tracker(IncidentConfig {
+            min_alerts: 3,
+            ..IncidentConfig::default()
+        });
+        let mut out = Vec::new();
+        // A lone alert: never opens, never pages, counted when it resolves.
+        inc.observe(&alert("disk", "n9", 5, &["n9"]), &mut out);
+        assert!(inc.open().is_empty());
+        inc.observe(&resolved("disk", "n9", 5, 6), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(inc.stats().below_min, 1);
+        // Three related ones: opens at the third, with all three.
+        inc.observe(&alert("redis", "cluster", 10, &["n1", "n2"]), &mut out);
+        inc.observe(&alert("drain_failed", "n1", 11, &["n1"]), &mut out);
+        assert!(out.is_empty());
+        let id = inc.observe(&alert("drain_failed", "n2", 12, &["n2"]), &mut out);
+        let ev = events(&out);
+        assert_eq!(ev, vec![(id.clone().unwrap(), IncidentEvent::Opened)]);
+        assert_eq!(out[0].incident.as_ref().unwrap().chain.len(), 3);
+        assert_eq!(inc.open().len(), 1);
+        assert_eq!(inc.stats().opened, 1);
+    }
+
+    #[test]
+    fn an_incident_in_its_flap_window_survives_a_restart() {
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        inc.observe(&alert("disk", "n9", 10, &["n9"]), &mut out);
+        inc.observe(&resolved("disk", "n9", 10, 12), &mut out);
+        let saved = serde_json::to_string(&inc.save()).unwrap();
+        let mut again = tracker(IncidentConfig::default());
+        again.restore(serde_json::from_str(&saved).unwrap());
+        out.clear();
+        // Firing again within the window after the restart: still a flap.
+        again.observe(&alert("disk", "n9", 14, &["n9"]), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(again.stats().flaps, 1);
+        assert_eq!(again.open().len(), 1);
     }
 }
