@@ -70,6 +70,7 @@ pub mod rules;
 pub(crate) mod ruletest;
 pub(crate) mod scan;
 pub mod server;
+pub mod silence;
 pub mod source;
 pub mod stats;
 pub(crate) mod text;

@@ -104,6 +104,13 @@ enum Cmd {
 See docs/scaling.md."
     )]
     PrometheusRules(PrometheusRulesArgs),
+    /// Snooze pages on a live instance: add, list or expire silences through
+    /// its /api/silences (behind the status page's credential). Silenced
+    /// alerts are still recorded and counted, never sent.
+    #[command(
+        after_help = "Examples:\n  sigwatch silence add --url http://127.0.0.1:9464 --rule novel --match group=template-42 --for 24h --comment 'deploy 1.8 adds this line'\n  sigwatch silence add --url https://sigwatch:9464 --token-file token --match group=ND_7 --for 2h --comment 'node drained for maintenance'\n  sigwatch silence list --url http://127.0.0.1:9464\n  sigwatch silence expire --url http://127.0.0.1:9464 s-3\n\nThe token also comes from SIGWATCH_WEB_TOKEN."
+    )]
+    Silence(SilenceArgs),
     /// Print the bcrypt hash of a password read from stdin, for
     /// web.basic_auth_users in sigwatch.yaml (the password never goes on
     /// the command line).
@@ -122,6 +129,52 @@ See docs/scaling.md."
         after_help = "Examples:\n  sigwatch man | man -l -\n  sigwatch man --out /usr/local/share/man/man1"
     )]
     Man(ManArgs),
+}
+
+#[derive(Args)]
+struct SilenceArgs {
+    #[command(subcommand)]
+    action: SilenceCmd,
+    /// The instance's address (its --listen).
+    #[arg(long, global = true, default_value = "http://127.0.0.1:9464")]
+    url: String,
+    /// A file holding a bearer token of the instance's --web-token-file
+    /// (else SIGWATCH_WEB_TOKEN).
+    #[arg(long, global = true)]
+    token_file: Option<std::path::PathBuf>,
+    /// Print the API's JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum SilenceCmd {
+    /// Silence the alerts that match, from now for a while.
+    Add {
+        /// The rule (the alertname label).
+        #[arg(long)]
+        rule: Option<String>,
+        /// A label that must equal a value (group=ND_7, severity=warning);
+        /// repeatable, all must hold.
+        #[arg(long = "match", value_name = "LABEL=VALUE")]
+        matchers: Vec<String>,
+        /// How long (24h, 90m).
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: String,
+        /// Why (shown to the next person on call).
+        #[arg(long)]
+        comment: String,
+        /// Who (default: $USER).
+        #[arg(long)]
+        author: Option<String>,
+    },
+    /// List the silences kept (active, pending, recently ended).
+    List,
+    /// End a silence now.
+    Expire {
+        /// Its id (s-N).
+        id: String,
+    },
 }
 
 #[derive(Args)]
@@ -291,6 +344,7 @@ fn main() -> ExitCode {
                 .map_err(Into::into)
         }
         Cmd::Run(a) => runtime().and_then(|rt| Ok(rt.block_on(live::run(a.p, a.source))?)),
+        Cmd::Silence(a) => silence(a),
         Cmd::Replay(a) => {
             let summary = match (a.no_summary, cli.log_format) {
                 (true, _) => Summary::Off,
@@ -325,6 +379,57 @@ fn main() -> ExitCode {
 /// dropped: the work was done, but someone may not have been told. (1 is
 /// findings — failed rule tests, invalid rules; 2 a setup error.)
 const EXIT_UNDELIVERED: u8 = 3;
+
+/// `sigwatch silence …`: prints the instance's answer.
+fn silence(a: SilenceArgs) -> Result<u64> {
+    use sigwatch::app::silence::{Instance, SilenceAction};
+    let token = match &a.token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read {}", f.display()))?
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+                .with_context(|| format!("{} holds no token", f.display()))?,
+        ),
+        None => std::env::var("SIGWATCH_WEB_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    };
+    let action = match a.action {
+        SilenceCmd::Add {
+            rule,
+            matchers,
+            duration,
+            comment,
+            author,
+        } => {
+            let mut m = std::collections::BTreeMap::new();
+            for kv in matchers {
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("--match {kv}: give LABEL=VALUE"))?;
+                m.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            SilenceAction::Add(sigwatch::silence::NewSilence {
+                matchers: m,
+                rule,
+                duration: Some(duration),
+                created_by: author
+                    .or_else(|| std::env::var("USER").ok())
+                    .unwrap_or_default(),
+                comment,
+            })
+        }
+        SilenceCmd::List => SilenceAction::List,
+        SilenceCmd::Expire { id } => SilenceAction::Expire(id),
+    };
+    let instance = Instance { url: a.url, token };
+    let out = runtime()?.block_on(sigwatch::app::silence::silence(&instance, action, a.json))?;
+    print!("{out}");
+    Ok(0)
+}
 
 /// The man pages: sigwatch(1) on stdout, or every page into `dir`.
 fn man(dir: Option<&std::path::Path>) -> Result<()> {

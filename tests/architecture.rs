@@ -44,12 +44,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("notify", &["alert", "decode", "rules"]),
     ("incident", &["alert", "decode", "rules"]),
+    ("silence", &["alert"]),
     ("links", &["alert", "detect", "rules"]),
     (
         "report",
         &["alert", "decode", "engine", "incident", "rules"],
     ),
-    ("server", &["notify", "report"]),
+    ("server", &["notify", "report", "silence"]),
     (
         "explain",
         &["decode", "detect", "matcher", "mining", "rules", "source"],
@@ -63,7 +64,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "app",
         &[
             "alert", "config", "decode", "engine", "explain", "incident", "links", "matcher",
-            "mining", "notify", "report", "rules", "ruletest", "scan", "server", "source",
+            "mining", "notify", "report", "rules", "ruletest", "scan", "server", "silence",
+            "source",
         ],
     ),
 ];

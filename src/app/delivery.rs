@@ -31,7 +31,15 @@ pub struct Delivery {
     pub ledger: Option<Ledger>,
     /// Links notifications to their lines (unless `--no-links`).
     linker: Option<Linker>,
+    /// `run`'s silences, when it has them.
+    silences: Option<std::sync::Arc<crate::silence::SilenceBook>>,
+    /// Firing alerts silenced, by fingerprint: sent if still firing when
+    /// their silence ends.
+    held: std::collections::BTreeMap<String, Notification>,
 }
+
+/// Most silenced firing alerts remembered for when their silence ends.
+const MAX_HELD: usize = 10_000;
 
 /// What the engine made last per alert (fingerprint): its phase and the
 /// start and end of its episode, saved at once after every step that
@@ -151,6 +159,72 @@ impl Delivery {
             scratch: Vec::new(),
             ledger: None,
             linker: None,
+            silences: None,
+            held: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Also holds back what `book`'s silences cover.
+    pub fn with_silences(mut self, book: std::sync::Arc<crate::silence::SilenceBook>) -> Delivery {
+        self.silences = Some(book);
+        self
+    }
+
+    /// The silences, when this delivery has them.
+    pub fn silence_book(&self) -> Option<&crate::silence::SilenceBook> {
+        self.silences.as_deref()
+    }
+
+    /// Whether `n` is silenced now. A silenced firing alert (or opened
+    /// incident) is remembered; its resolution is held back only if its
+    /// firing was: a page that went out always gets its resolution.
+    fn silenced(&mut self, n: &Notification) -> bool {
+        let Some(book) = &self.silences else {
+            return false;
+        };
+        if n.state == crate::alert::AlertState::Resolved {
+            if self.held.remove(&n.fingerprint).is_some() {
+                book.count();
+                return true;
+            }
+            return false;
+        }
+        if book.silencing(n, crate::clock::wall_ns()).is_none() {
+            return false;
+        }
+        book.count();
+        // Held: the first page of an episode (a firing alert, an opened
+        // incident) and what follows it while it is held; never what
+        // follows a page that went out.
+        let first = match &n.incident {
+            Some(i) => i.event == crate::alert::IncidentEvent::Opened,
+            None => !n.repeat,
+        } || self.held.contains_key(&n.fingerprint);
+        if first && (self.held.len() < MAX_HELD || self.held.contains_key(&n.fingerprint)) {
+            self.held.insert(n.fingerprint.clone(), n.clone());
+        }
+        true
+    }
+
+    /// The silenced alerts still firing whose silence has ended: sent now.
+    async fn release_held(&mut self) {
+        let Some(book) = self.silences.clone() else {
+            return;
+        };
+        if self.held.is_empty() {
+            return;
+        }
+        let now = crate::clock::wall_ns();
+        let free: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, n)| book.silencing(n, now).is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in free {
+            if let Some(n) = self.held.remove(&k) {
+                self.dispatcher.dispatch(n).await;
+            }
         }
     }
 
@@ -199,13 +273,16 @@ impl Delivery {
             if let Some(r) = self.recorder.as_mut() {
                 r.alert(&n);
             }
-            self.dispatcher.dispatch(n).await;
+            if !self.silenced(&n) {
+                self.dispatcher.dispatch(n).await;
+            }
             self.send_incidents().await;
         }
         if let Some(now) = now {
             self.incidents.tick(now, &mut self.scratch);
             self.send_incidents().await;
         }
+        self.release_held().await;
         // After the spools took them: on disk before the next step.
         if let Some(l) = self.ledger.as_mut() {
             l.save();
@@ -226,7 +303,9 @@ impl Delivery {
             return;
         }
         for n in std::mem::take(&mut self.scratch) {
-            self.dispatcher.dispatch(n).await;
+            if !self.silenced(&n) {
+                self.dispatcher.dispatch(n).await;
+            }
         }
     }
 }

@@ -75,10 +75,17 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     if let Some(dir) = &a.state_dir {
         d.ledger = Some(super::delivery::Ledger::open(dir));
     }
+    // Silences: kept in the state directory (else for this run only).
+    let silences = Arc::new(
+        crate::silence::SilenceBook::open(a.state_dir.as_ref().map(|d| d.join("silences.json")))
+            .map_err(|e| AppError::Setup(e.to_string()))?,
+    );
+    let mut d = d.with_silences(silences.clone());
     // Alertmanager forgets alerts not re-sent: keep them alive.
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     let telemetry = Arc::new(Telemetry::new());
+    telemetry.set_silences(silences);
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
     let wal_at = resume.ingest_wal;
@@ -633,10 +640,18 @@ fn publish(
             lag.round() as i64,
         ));
     }
+    let mut status = d.board.status(&d.incidents, &telemetry.source());
+    if let Some(book) = d.silence_book() {
+        samples.push(crate::stats::Sample::event(
+            "notifications_silenced",
+            book.silenced(),
+        ));
+        status["silences"] = book.active(wall_ns());
+    }
     telemetry.update(&Snapshot {
         samples,
         receivers,
-        status: Some(d.board.status(&d.incidents, &telemetry.source())),
+        status: Some(status),
     });
     let wanted = telemetry.report_wanted();
     if let Some(r) = d.recorder.as_mut() {

@@ -19,6 +19,7 @@ pub mod mine;
 pub(crate) mod queue;
 pub(crate) mod receivers;
 pub mod replay;
+pub mod silence;
 pub mod sources;
 pub mod suggest;
 pub(crate) mod syslog;

@@ -54,6 +54,16 @@
       h("h2", "", "recently resolved", incs);
       s.resolved_incidents.forEach(function (i) { incident(i, incs, true); });
     }
+    var sil = s.silences || [];
+    if (sil.length) {
+      h("h2", "", sil.length + " silence(s) in force: matching alerts are recorded, not sent", incs);
+      sil.forEach(function (x) {
+        var c = h("div", "card silence", undefined, incs);
+        c.setAttribute("data-silence", x.id);
+        h("div", "title", Object.keys(x.matchers).map(function (k) { return k + "=" + x.matchers[k]; }).join(", "), c);
+        h("div", "meta", x.id + " · by " + (x.created_by || "?") + " · until " + x.ends_at + " · " + x.comment, c);
+      });
+    }
     var f = document.getElementById("firing");
     f.textContent = "";
     h("h2", "", s.firing.length + " alert(s) firing", f);

@@ -78,6 +78,8 @@ pub struct Telemetry {
     /// Asked at every `/readyz` when set: whether the source answers now
     /// (Loki), instead of the flag [`Telemetry::set_source`] sets.
     source_check: Mutex<Option<SourceCheck>>,
+    /// `run`'s silences, served at `/api/silences`.
+    silences: Mutex<Option<Arc<crate::silence::SilenceBook>>>,
 }
 
 /// A source's own readiness: (ready, what it says).
@@ -150,7 +152,23 @@ impl Telemetry {
             report: Mutex::new((0, String::new())),
             report_ready: tokio::sync::Notify::new(),
             source_check: Mutex::new(None),
+            silences: Mutex::new(None),
         }
+    }
+
+    /// Serves `book` at `/api/silences`.
+    pub fn set_silences(&self, book: Arc<crate::silence::SilenceBook>) {
+        *self
+            .silences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(book);
+    }
+
+    fn silences(&self) -> Option<Arc<crate::silence::SilenceBook>> {
+        self.silences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// How many times `/report` was asked for: the live loop renders a new
@@ -565,6 +583,7 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
         }
     };
     let (r, m, st, rep) = (t.clone(), t.clone(), t.clone(), t.clone());
+    let (sl, sa, se) = (t.clone(), t.clone(), t.clone());
     let page = crate::report::status_page();
     let open = healthz(t.clone()).route(
         "/readyz",
@@ -621,6 +640,23 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
             }),
         )
         .route(
+            "/api/silences",
+            axum::routing::get(move || async move { silences_answer(&sl, |b, now| Ok(b.list(now))) })
+                .post(move |body: String| async move {
+                    silences_answer(&sa, |b, now| {
+                        let req: crate::silence::NewSilence = serde_json::from_str(&body)
+                            .map_err(|e| crate::silence::SilenceError::Invalid(format!("body: {e}")))?;
+                        b.add(req, now).map(|s| s.view(now))
+                    })
+                }),
+        )
+        .route(
+            "/api/silences/{id}",
+            axum::routing::delete(move |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                silences_answer(&se, |b, now| b.expire(&id, now).map(|s| s.view(now)))
+            }),
+        )
+        .route(
             "/report",
             axum::routing::get(move || async move {
                 match rep.fresh_report(std::time::Duration::from_secs(5)).await {
@@ -646,6 +682,41 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
         .fallback(not_found)
         .layer(guard_layer);
     open.merge(guarded)
+}
+
+/// An answer of `/api/silences`: `f`'s JSON, or the error with its status
+/// (400 a bad silence, 404 an unknown id, 409 the store full, 500 the file,
+/// 404 when this instance keeps no silences).
+fn silences_answer(
+    t: &Telemetry,
+    f: impl FnOnce(
+        &crate::silence::SilenceBook,
+        i64,
+    ) -> Result<serde_json::Value, crate::silence::SilenceError>,
+) -> axum::response::Response {
+    use crate::silence::SilenceError as E;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let json = [
+        ("content-type", "application/json"),
+        ("cache-control", "no-store"),
+    ];
+    let Some(book) = t.silences() else {
+        return (StatusCode::NOT_FOUND, "this instance keeps no silences\n").into_response();
+    };
+    match f(&book, crate::clock::wall_ns()) {
+        Ok(v) => (StatusCode::OK, json, v.to_string()).into_response(),
+        Err(e) => {
+            let code = match e {
+                E::Invalid(_) => StatusCode::BAD_REQUEST,
+                E::Unknown(_) => StatusCode::NOT_FOUND,
+                E::Full => StatusCode::CONFLICT,
+                E::File { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            let body = serde_json::json!({ "error": e.to_string() }).to_string();
+            (code, json, body).into_response()
+        }
+    }
 }
 
 /// `/healthz` alone: what the reserve answers when the server is full
