@@ -232,8 +232,20 @@ struct TemplatesArgs {
     #[command(flatten)]
     o: mine::TemplatesOptions,
     /// Log files, merged by event time; `-` is stdin.
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(required_unless_present = "known", value_name = "FILE")]
     files: Vec<String>,
+    /// Mark these novelty templates (42 or template-42) known for good on
+    /// the live instance at --url: no longer new, never new again, and
+    /// added to the baseline file it was started with (--templates).
+    #[arg(long, value_name = "ID", num_args = 1.., conflicts_with = "files")]
+    known: Vec<String>,
+    /// With --known: the instance's address (its --listen).
+    #[arg(long, default_value = "http://127.0.0.1:9464", requires = "known")]
+    url: String,
+    /// With --known: a file holding a bearer token of the instance's
+    /// --web-token-file (else SIGWATCH_WEB_TOKEN).
+    #[arg(long, requires = "known")]
+    token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -338,6 +350,7 @@ fn main() -> ExitCode {
                 0
             })
             .map_err(Into::into),
+        Cmd::Templates(a) if !a.known.is_empty() => known(a),
         Cmd::Templates(a) => {
             mine::templates(&a.rules, &a.files, &a.o, &mut std::io::stdout().lock())
                 .map(|()| 0)
@@ -380,10 +393,24 @@ fn main() -> ExitCode {
 /// findings — failed rule tests, invalid rules; 2 a setup error.)
 const EXIT_UNDELIVERED: u8 = 3;
 
-/// `sigwatch silence …`: prints the instance's answer.
-fn silence(a: SilenceArgs) -> Result<u64> {
-    use sigwatch::app::silence::{Instance, SilenceAction};
-    let token = match &a.token_file {
+/// `sigwatch templates --known ID…`: marks each template known on the
+/// instance; prints each answer.
+fn known(a: TemplatesArgs) -> Result<u64> {
+    let instance = sigwatch::app::silence::Instance {
+        url: a.url,
+        token: web_token(a.token_file.as_deref())?,
+    };
+    let rt = runtime()?;
+    for id in &a.known {
+        let out = rt.block_on(sigwatch::app::silence::know_template(&instance, id))?;
+        print!("{out}");
+    }
+    Ok(0)
+}
+
+/// The bearer token of a live instance: from `file`, else SIGWATCH_WEB_TOKEN.
+fn web_token(file: Option<&std::path::Path>) -> Result<Option<String>> {
+    Ok(match file {
         Some(f) => Some(
             std::fs::read_to_string(f)
                 .with_context(|| format!("cannot read {}", f.display()))?
@@ -396,7 +423,13 @@ fn silence(a: SilenceArgs) -> Result<u64> {
         None => std::env::var("SIGWATCH_WEB_TOKEN")
             .ok()
             .filter(|t| !t.is_empty()),
-    };
+    })
+}
+
+/// `sigwatch silence …`: prints the instance's answer.
+fn silence(a: SilenceArgs) -> Result<u64> {
+    use sigwatch::app::silence::{Instance, SilenceAction};
+    let token = web_token(a.token_file.as_deref())?;
     let action = match a.action {
         SilenceCmd::Add {
             rule,

@@ -230,3 +230,164 @@ fn a_silence_holds_its_pages_until_it_ends_and_survives_a_restart() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("404"));
 }
+
+/// A live instance started from a baseline, with novelty quick to page.
+fn start_novelty(dir: &std::path::Path, state: &str) -> Live {
+    let port = free_port();
+    let mut child: Child = Command::new(BIN)
+        .args(["run", "--log-level", "warn", "--no-builtin-rules"])
+        .arg("--rules")
+        .arg(dir.join("novelty.yaml"))
+        .arg("--templates")
+        .arg(dir.join("baseline.json"))
+        .arg("--state-dir")
+        .arg(dir.join(state))
+        .arg("--web-token-file")
+        .arg(dir.join("token"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let sink = out.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str(&line) {
+                sink.lock().unwrap().push(v);
+            }
+        }
+    });
+    wait_for("the instance", || {
+        http(port, "GET", "/healthz", None).is_some_and(|(c, _)| c == 200)
+    });
+    Live {
+        child: Killed(child),
+        port,
+        out,
+    }
+}
+
+impl Live {
+    fn error(&mut self, msg: &str) {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let stdin = self.child.0.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "{{\"level\":\"error\",\"ts\":{ts:.3},\"msg\":\"{msg}\",\"node\":\"n1\"}}"
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The group (template-N) of the novelty page for `template`, if any.
+    fn novel(&self, template: &str) -> Option<String> {
+        self.out
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|n| n["rule"] == "novel" && n["template"] == template)
+            .map(|n| n["group"].as_str().unwrap().to_string())
+    }
+}
+
+#[test]
+fn a_template_marked_known_never_pages_again_and_joins_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("token"), "tok-1\n").unwrap();
+    std::fs::write(
+        d.join("novelty.yaml"),
+        "novelty:\n  min_count: 2\n  for: 0s\n  learn_lines: 0\nrules: []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("base.log"),
+        "{\"level\":\"error\",\"ts\":1764000000.1,\"msg\":\"cache refresh failed\",\"node\":\"n1\"}\n",
+    )
+    .unwrap();
+    let learn = Command::new(BIN)
+        .args(["learn", "--no-builtin-rules", "--rules"])
+        .arg(d.join("novelty.yaml"))
+        .arg(d.join("base.log"))
+        .arg("--out")
+        .arg(d.join("baseline.json"))
+        .output()
+        .unwrap();
+    assert!(
+        learn.status.success(),
+        "{}",
+        String::from_utf8_lossy(&learn.stderr)
+    );
+    let mut live = start_novelty(d, "state-a");
+    // A deploy's new line pages as new.
+    for i in 0..3 {
+        live.error(&format!("feature flag {i} evaluated late"));
+    }
+    wait_for("the novelty page", || {
+        live.novel("feature flag <*> evaluated late").is_some()
+    });
+    let group = live.novel("feature flag <*> evaluated late").unwrap();
+    // The person on call says it is known.
+    let known = Command::new(BIN)
+        .args(["templates", "--known", &group])
+        .args(["--url", &format!("http://127.0.0.1:{}", live.port)])
+        .arg("--token-file")
+        .arg(d.join("token"))
+        .output()
+        .unwrap();
+    assert!(
+        known.status.success(),
+        "{}",
+        String::from_utf8_lossy(&known.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&known.stdout).contains("known\tfeature flag <*> evaluated late")
+    );
+    // Without the credential it is refused; an unknown id is a 404.
+    assert_eq!(
+        http(
+            live.port,
+            "POST",
+            &format!("/api/templates/{group}/known"),
+            None
+        )
+        .unwrap()
+        .0,
+        401
+    );
+    assert_eq!(
+        http(
+            live.port,
+            "POST",
+            "/api/templates/999999/known",
+            Some("tok-1")
+        )
+        .unwrap()
+        .0,
+        404
+    );
+    // In the baseline file now.
+    let base = std::fs::read_to_string(d.join("baseline.json")).unwrap();
+    assert!(base.contains("feature flag <*> evaluated late"), "{base}");
+    drop(live);
+    // A fresh instance from that baseline: the known line is not new, an
+    // unknown one still is.
+    let mut live = start_novelty(d, "state-b");
+    for i in 0..3 {
+        live.error(&format!("feature flag {i} evaluated late"));
+    }
+    for i in 0..3 {
+        live.error(&format!("disk quota exceeded on volume {i}"));
+    }
+    wait_for("the other novelty page", || {
+        live.novel("disk quota exceeded on volume <*>").is_some()
+    });
+    assert_eq!(live.novel("feature flag <*> evaluated late"), None);
+}

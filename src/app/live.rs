@@ -514,6 +514,7 @@ async fn drive(
                 break;
             }
         }
+        super::mine::answer_known(&mut engine, &telemetry, p.templates.as_deref());
         let notified = !out.is_empty();
         if let Some(r) = d.recorder.as_mut() {
             r.record(engine.take_recording());

@@ -382,3 +382,54 @@ fn render_templates(miner: &Miner, mined: u64, lines: u64, o: &TemplatesOptions)
     }
     w
 }
+
+/// Marks the templates asked for (`templates --known`, the API) known, and
+/// adds each to the baseline file the run started from, if any, so a run
+/// from that baseline knows it too.
+pub(super) fn answer_known(
+    engine: &mut crate::engine::Engine,
+    telemetry: &crate::server::Telemetry,
+    baseline: Option<&std::path::Path>,
+) {
+    for (id, reply) in telemetry.take_known() {
+        let text = engine.know_template(id);
+        if let (Some(text), Some(path)) = (&text, baseline) {
+            match add_to_baseline(engine, id, path) {
+                Ok(()) => {
+                    tracing::info!(template = id, text = %text, path = %path.display(), "Template marked known and added to the baseline.")
+                }
+                Err(e) => {
+                    tracing::error!(template = id, error = %e, "Template marked known, but the baseline file could not take it.")
+                }
+            }
+        } else if let Some(text) = &text {
+            tracing::info!(template = id, text = %text, "Template marked known.");
+        }
+        let _ = reply.send(text);
+    }
+}
+
+/// Appends template `id` of the engine's miner to the baseline at `path`
+/// (a `sigwatch learn` file), under the baseline's next id, unless it
+/// holds the same text already.
+fn add_to_baseline(
+    engine: &crate::engine::Engine,
+    id: u64,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let st = engine.templates_state().ok_or("novelty is off")?;
+    let t = st
+        .templates
+        .iter()
+        .find(|t| t.id == id)
+        .ok_or("template gone")?;
+    let mut base = crate::mining::load(path).map_err(|e| e.to_string())?;
+    if base.templates.iter().any(|b| b.template == t.template) {
+        return Ok(());
+    }
+    let mut t = t.clone();
+    t.id = base.next_id;
+    base.next_id += 1;
+    base.templates.push(t);
+    crate::mining::save(path, &base).map_err(|e| e.to_string())
+}

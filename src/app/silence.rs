@@ -81,6 +81,45 @@ pub async fn silence(
     Ok(rows.iter().map(line).collect())
 }
 
+/// `templates --known ID`: marks template `id` (42 or template-42) known
+/// on `instance`; returns the line to print.
+pub async fn know_template(instance: &Instance, id: &str) -> Result<String, AppError> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .map_err(|e| AppError::Setup(format!("HTTP client: {e}")))?;
+    let url = format!(
+        "{}/api/templates/{id}/known",
+        instance.url.trim_end_matches('/')
+    );
+    let req = client.post(&url);
+    let req = match &instance.token {
+        Some(t) => req.bearer_auth(t),
+        None => req,
+    };
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| AppError::Setup(format!("{url}: {e}")))?;
+    let status = resp.status();
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| AppError::Setup(format!("{url}: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    if !status.is_success() {
+        let why = v["error"]
+            .as_str()
+            .map_or_else(|| text.trim().to_string(), str::to_string);
+        return Err(AppError::Setup(format!("{url}: HTTP {status}: {why}")));
+    }
+    Ok(format!(
+        "{}\tknown\t{}\n",
+        v["id"].as_str().unwrap_or(id),
+        v["template"].as_str().unwrap_or_default()
+    ))
+}
+
 /// One silence as a line: id, state, until, matchers, who, why.
 fn line(s: &serde_json::Value) -> String {
     let matchers = s["matchers"]

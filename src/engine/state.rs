@@ -222,4 +222,11 @@ impl Engine {
         self.novelty = Some((ri, w));
         n
     }
+
+    /// Marks novelty template `id` as known for good (`templates
+    /// --known`): it is no longer new and never will be. Returns its text;
+    /// None when novelty is off or no such template is kept.
+    pub fn know_template(&mut self, id: u64) -> Option<String> {
+        self.novelty.as_mut().and_then(|(_, w)| w.know(id))
+    }
 }

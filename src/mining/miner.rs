@@ -460,6 +460,7 @@ impl Miner {
             learn_lines_left: None,
             evicted: self.evicted,
             born: Vec::new(),
+            known: Vec::new(),
             templates,
         }
     }

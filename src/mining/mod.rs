@@ -189,6 +189,10 @@ pub struct MinerState {
     /// new for a while across a restart.
     #[serde(default)]
     pub born: Vec<(u64, i64)>,
+    /// Templates a person marked as known (`templates --known`): never new
+    /// again, whatever their silences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known: Vec<u64>,
     /// The templates, by id.
     pub templates: Vec<TemplateState>,
 }

@@ -65,6 +65,8 @@ pub struct Watch {
     learn_lines_left: u64,
     /// New templates and when they became new.
     born: HashMap<u64, i64>,
+    /// Templates marked known by a person: never new again.
+    known: std::collections::BTreeSet<u64>,
     /// Newest event time mined.
     latest: i64,
     /// Which lines of chatter are mined.
@@ -124,6 +126,7 @@ impl Watch {
             learn_until: None,
             learn_lines_left: spec.learn_lines,
             born: HashMap::new(),
+            known: std::collections::BTreeSet::new(),
             latest: i64::MIN,
             chatter: Sample::new(spec.chatter_per_second),
             pages_from: lowest(&spec.page_levels),
@@ -147,6 +150,12 @@ impl Watch {
             None => 0,
         };
         w.born = state.born.iter().copied().take(MAX_BORN).collect();
+        w.known = state
+            .known
+            .iter()
+            .copied()
+            .take(spec.max_templates)
+            .collect();
         w.refresh_stats();
         w
     }
@@ -270,7 +279,7 @@ impl Watch {
         let back = s
             .previous
             .is_some_and(|p| self.spec.forget_after > 0 && time - p >= self.spec.forget_after);
-        if s.created || back {
+        if (s.created || back) && !self.known.contains(&s.id) {
             self.birth(s.id, time);
         }
         let born = *self.born.get(&s.id)?;
@@ -325,7 +334,29 @@ impl Watch {
         let mut born: Vec<(u64, i64)> = self.born.iter().map(|(k, v)| (*k, *v)).collect();
         born.sort_unstable();
         st.born = born;
+        st.known = self
+            .known
+            .iter()
+            .copied()
+            .filter(|id| self.miner.get(*id).is_some())
+            .collect();
         st
+    }
+
+    /// Marks template `id` as known for good: no longer new, never new
+    /// again. Returns its text, or None when no such template is kept.
+    pub fn know(&mut self, id: u64) -> Option<String> {
+        let text = self.miner.get(id).map(Template::text)?;
+        if self.known.len() >= self.spec.max_templates {
+            // Those of templates evicted since first.
+            let miner = &self.miner;
+            self.known.retain(|k| miner.get(*k).is_some());
+        }
+        if self.known.len() < self.spec.max_templates {
+            self.known.insert(id);
+        }
+        self.born.remove(&id);
+        Some(text)
     }
 
     /// The miner.

@@ -87,6 +87,18 @@
         age.setAttribute("data-fired-at", a.fired_at);
         h("span", "muted", " · fired " + a.fired_at + " · first line " + a.starts_at +
           (a.last_line_at ? " · last line " + a.last_line_at : ""), d);
+        if (a.rule === "novel") {
+          // A new template that is harmless: known for good (and added
+          // to the baseline the run started from).
+          var b = h("button", "know", "mark known", d);
+          b.setAttribute("data-template", a.group);
+          b.addEventListener("click", function () {
+            b.disabled = true;
+            fetch("api/templates/" + encodeURIComponent(a.group) + "/known", { method: "POST", credentials: "same-origin" })
+              .then(function (r) { b.textContent = r.ok ? "known" : "failed (" + r.status + ")"; })
+              .catch(function () { b.textContent = "failed"; b.disabled = false; });
+          });
+        }
       });
       h("td", "", byNode[node].map(function (a) { return a.incident || "–"; })
         .filter(function (v, i, arr) { return arr.indexOf(v) === i; }).join(", "), tr);

@@ -9,6 +9,7 @@
 //! in the metrics, not as unready: a consumer has no traffic to shed, and
 //! taking it out would only hide the problem.
 
+mod api;
 pub mod auth;
 pub mod tls;
 
@@ -80,7 +81,13 @@ pub struct Telemetry {
     source_check: Mutex<Option<SourceCheck>>,
     /// `run`'s silences, served at `/api/silences`.
     silences: Mutex<Option<Arc<crate::silence::SilenceBook>>>,
+    /// `POST /api/templates/ID/known` requests for the live loop, with
+    /// where its answer (the template's text, or None) goes.
+    known: Mutex<Vec<KnownRequest>>,
 }
+
+/// A template to mark known, and where the live loop answers.
+pub type KnownRequest = (u64, tokio::sync::oneshot::Sender<Option<String>>);
 
 /// A source's own readiness: (ready, what it says).
 pub type SourceCheck = Box<dyn Fn() -> (bool, String) + Send + Sync>;
@@ -153,6 +160,38 @@ impl Telemetry {
             report_ready: tokio::sync::Notify::new(),
             source_check: Mutex::new(None),
             silences: Mutex::new(None),
+            known: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The templates asked to be marked known since the last call (the
+    /// live loop answers each).
+    pub fn take_known(&self) -> Vec<KnownRequest> {
+        std::mem::take(
+            &mut *self
+                .known
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Asks the live loop to mark template `id` known; its text, None when
+    /// no such template is kept, or Err when the loop did not answer in 5 s.
+    async fn ask_known(&self, id: u64) -> Result<Option<String>, ()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let mut q = self
+                .known
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if q.len() >= 64 {
+                return Err(());
+            }
+            q.push((id, tx));
+        }
+        match tokio::time::timeout(std::time::Duration::from_secs(5), rx).await {
+            Ok(Ok(v)) => Ok(v),
+            _ => Err(()),
         }
     }
 
@@ -583,7 +622,7 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
         }
     };
     let (r, m, st, rep) = (t.clone(), t.clone(), t.clone(), t.clone());
-    let (sl, sa, se) = (t.clone(), t.clone(), t.clone());
+    let (sl, sa, se, kn) = (t.clone(), t.clone(), t.clone(), t.clone());
     let page = crate::report::status_page();
     let open = healthz(t.clone()).route(
         "/readyz",
@@ -641,9 +680,9 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
         )
         .route(
             "/api/silences",
-            axum::routing::get(move || async move { silences_answer(&sl, |b, now| Ok(b.list(now))) })
+            axum::routing::get(move || async move { api::silences_answer(&sl, |b, now| Ok(b.list(now))) })
                 .post(move |body: String| async move {
-                    silences_answer(&sa, |b, now| {
+                    api::silences_answer(&sa, |b, now| {
                         let req: crate::silence::NewSilence = serde_json::from_str(&body)
                             .map_err(|e| crate::silence::SilenceError::Invalid(format!("body: {e}")))?;
                         b.add(req, now).map(|s| s.view(now))
@@ -653,7 +692,13 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
         .route(
             "/api/silences/{id}",
             axum::routing::delete(move |axum::extract::Path(id): axum::extract::Path<String>| async move {
-                silences_answer(&se, |b, now| b.expire(&id, now).map(|s| s.view(now)))
+                api::silences_answer(&se, |b, now| b.expire(&id, now).map(|s| s.view(now)))
+            }),
+        )
+        .route(
+            "/api/templates/{id}/known",
+            axum::routing::post(move |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                api::known_answer(&kn, &id).await
             }),
         )
         .route(
@@ -682,41 +727,6 @@ fn router(t: Arc<Telemetry>, surface: &Surface) -> axum::Router {
         .fallback(not_found)
         .layer(guard_layer);
     open.merge(guarded)
-}
-
-/// An answer of `/api/silences`: `f`'s JSON, or the error with its status
-/// (400 a bad silence, 404 an unknown id, 409 the store full, 500 the file,
-/// 404 when this instance keeps no silences).
-fn silences_answer(
-    t: &Telemetry,
-    f: impl FnOnce(
-        &crate::silence::SilenceBook,
-        i64,
-    ) -> Result<serde_json::Value, crate::silence::SilenceError>,
-) -> axum::response::Response {
-    use crate::silence::SilenceError as E;
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    let json = [
-        ("content-type", "application/json"),
-        ("cache-control", "no-store"),
-    ];
-    let Some(book) = t.silences() else {
-        return (StatusCode::NOT_FOUND, "this instance keeps no silences\n").into_response();
-    };
-    match f(&book, crate::clock::wall_ns()) {
-        Ok(v) => (StatusCode::OK, json, v.to_string()).into_response(),
-        Err(e) => {
-            let code = match e {
-                E::Invalid(_) => StatusCode::BAD_REQUEST,
-                E::Unknown(_) => StatusCode::NOT_FOUND,
-                E::Full => StatusCode::CONFLICT,
-                E::File { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-            let body = serde_json::json!({ "error": e.to_string() }).to_string();
-            (code, json, body).into_response()
-        }
-    }
 }
 
 /// `/healthz` alone: what the reserve answers when the server is full
