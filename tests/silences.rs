@@ -46,19 +46,27 @@ struct Live {
 }
 
 fn start(dir: &std::path::Path) -> Live {
+    let rules = dir.join("rules.yaml");
+    launch(
+        dir,
+        &[
+            "--no-novelty".as_ref(),
+            "--rules".as_ref(),
+            rules.as_os_str(),
+        ],
+        "state",
+    )
+}
+
+/// `sigwatch run` on stdin with `extra` flags, its state in `dir/state`,
+/// guarded by `dir/token`; its notifications collected from stdout.
+fn launch(dir: &std::path::Path, extra: &[&std::ffi::OsStr], state: &str) -> Live {
     let port = free_port();
     let mut child: Child = Command::new(BIN)
-        .args([
-            "run",
-            "--log-level",
-            "warn",
-            "--no-novelty",
-            "--no-builtin-rules",
-        ])
-        .arg("--rules")
-        .arg(dir.join("rules.yaml"))
+        .args(["run", "--log-level", "warn", "--no-builtin-rules"])
+        .args(extra)
         .arg("--state-dir")
-        .arg(dir.join("state"))
+        .arg(dir.join(state))
         .arg("--web-token-file")
         .arg(dir.join("token"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -233,42 +241,17 @@ fn a_silence_holds_its_pages_until_it_ends_and_survives_a_restart() {
 
 /// A live instance started from a baseline, with novelty quick to page.
 fn start_novelty(dir: &std::path::Path, state: &str) -> Live {
-    let port = free_port();
-    let mut child: Child = Command::new(BIN)
-        .args(["run", "--log-level", "warn", "--no-builtin-rules"])
-        .arg("--rules")
-        .arg(dir.join("novelty.yaml"))
-        .arg("--templates")
-        .arg(dir.join("baseline.json"))
-        .arg("--state-dir")
-        .arg(dir.join(state))
-        .arg("--web-token-file")
-        .arg(dir.join("token"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let out = Arc::new(Mutex::new(Vec::new()));
-    let sink = out.clone();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(v) = serde_json::from_str(&line) {
-                sink.lock().unwrap().push(v);
-            }
-        }
-    });
-    wait_for("the instance", || {
-        http(port, "GET", "/healthz", None).is_some_and(|(c, _)| c == 200)
-    });
-    Live {
-        child: Killed(child),
-        port,
-        out,
-    }
+    let (rules, base) = (dir.join("novelty.yaml"), dir.join("baseline.json"));
+    launch(
+        dir,
+        &[
+            "--rules".as_ref(),
+            rules.as_os_str(),
+            "--templates".as_ref(),
+            base.as_os_str(),
+        ],
+        state,
+    )
 }
 
 impl Live {

@@ -33,42 +33,16 @@ pub async fn silence(
     action: SilenceAction,
     json: bool,
 ) -> Result<String, AppError> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| AppError::Setup(format!("HTTP client: {e}")))?;
     let base = format!("{}/api/silences", instance.url.trim_end_matches('/'));
-    let req = match &action {
-        SilenceAction::Add(n) => {
-            let body = serde_json::to_string(n).map_err(|e| AppError::Setup(e.to_string()))?;
-            client
-                .post(&base)
-                .header("content-type", "application/json")
-                .body(body)
-        }
+    let text = send(instance, &base, |client| match &action {
+        SilenceAction::Add(n) => client
+            .post(&base)
+            .header("content-type", "application/json")
+            .body(serde_json::to_string(n).unwrap_or_default()),
         SilenceAction::List => client.get(&base),
         SilenceAction::Expire(id) => client.delete(format!("{base}/{id}")),
-    };
-    let req = match &instance.token {
-        Some(t) => req.bearer_auth(t),
-        None => req,
-    };
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| AppError::Setup(format!("{base}: {e}")))?;
-    let status = resp.status();
-    let text = resp
-        .text()
-        .await
-        .map_err(|e| AppError::Setup(format!("{base}: {e}")))?;
-    if !status.is_success() {
-        let why = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["error"].as_str().map(str::to_string))
-            .unwrap_or_else(|| text.trim().to_string());
-        return Err(AppError::Setup(format!("{base}: HTTP {status}: {why}")));
-    }
+    })
+    .await?;
     if json {
         return Ok(format!("{}\n", text.trim()));
     }
@@ -84,15 +58,31 @@ pub async fn silence(
 /// `templates --known ID`: marks template `id` (42 or template-42) known
 /// on `instance`; returns the line to print.
 pub async fn know_template(instance: &Instance, id: &str) -> Result<String, AppError> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()
-        .map_err(|e| AppError::Setup(format!("HTTP client: {e}")))?;
     let url = format!(
         "{}/api/templates/{id}/known",
         instance.url.trim_end_matches('/')
     );
-    let req = client.post(&url);
+    let text = send(instance, &url, |client| client.post(&url)).await?;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    Ok(format!(
+        "{}\tknown\t{}\n",
+        v["id"].as_str().unwrap_or(id),
+        v["template"].as_str().unwrap_or_default()
+    ))
+}
+
+/// Sends the request `build` makes to `url` with the instance's token;
+/// the body of a 2xx answer, else the error the API gave.
+async fn send(
+    instance: &Instance,
+    url: &str,
+    build: impl FnOnce(&reqwest::Client) -> reqwest::RequestBuilder,
+) -> Result<String, AppError> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .map_err(|e| AppError::Setup(format!("HTTP client: {e}")))?;
+    let req = build(&client);
     let req = match &instance.token {
         Some(t) => req.bearer_auth(t),
         None => req,
@@ -106,18 +96,14 @@ pub async fn know_template(instance: &Instance, id: &str) -> Result<String, AppE
         .text()
         .await
         .map_err(|e| AppError::Setup(format!("{url}: {e}")))?;
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     if !status.is_success() {
-        let why = v["error"]
-            .as_str()
-            .map_or_else(|| text.trim().to_string(), str::to_string);
+        let why = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| text.trim().to_string());
         return Err(AppError::Setup(format!("{url}: HTTP {status}: {why}")));
     }
-    Ok(format!(
-        "{}\tknown\t{}\n",
-        v["id"].as_str().unwrap_or(id),
-        v["template"].as_str().unwrap_or_default()
-    ))
+    Ok(text)
 }
 
 /// One silence as a line: id, state, until, matchers, who, why.
