@@ -5,7 +5,7 @@
 //! (from the series API), split into batches short enough for a URL that
 //! gateways accept. The label is the one whose values select the fewest
 //! streams beyond the owned ones; what is still over-selected is dropped on
-//! arrival, as before, and counted.
+//! arrival and counted.
 
 use super::super::shard::Shard;
 use std::collections::{BTreeMap, BTreeSet};
