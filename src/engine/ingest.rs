@@ -94,6 +94,11 @@ impl Engine {
     }
 
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
+        // Cluster-wide rules due before this line's time are evaluated on
+        // the state before it, as a live clock would have done.
+        if p.time_from.moves_clocks() && self.schedule.is_due(p.time) {
+            self.evaluate_due(p.time, out);
+        }
         let (t, timed) = self.event_time(p);
         if self.hit_log.is_some() {
             self.log_volume(p, t);
@@ -116,6 +121,7 @@ impl Engine {
             self.min_time = self.min_time.min(t);
             let max = self.max_time.map_or(t, |m| m.max(t));
             self.max_time = Some(max);
+            self.disorder.note(t, max.max(self.clock_now));
             self.watermark = self.watermark.max(max - self.opts.lateness_ns);
             if t < self.watermark {
                 self.stats.late += 1;
@@ -333,7 +339,11 @@ impl Engine {
                 let now = self
                     .watermark
                     .max(event.time.min(self.max_time.unwrap_or(event.time)));
-                self.evaluate_hit(ri, &group, now, out);
+                if !self.is_cluster(ri) {
+                    self.evaluate_hit(ri, &group, now, out);
+                } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
+                    self.evaluate(ri, now, out);
+                }
             }
         }
     }
@@ -384,6 +394,9 @@ impl Engine {
     }
 
     fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
+        if self.is_cluster(ri) {
+            self.schedule.evaluated(ri, now);
+        }
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
         if !self.local_cluster_alerts && self.is_cluster(ri) {
@@ -396,8 +409,8 @@ impl Engine {
     }
 
     /// After a hit: evaluates just that group where the detector can (so a
-    /// flood of distinct groups costs O(1) per hit); spread and share wait
-    /// for the next tick (≤ 1 s of event time).
+    /// flood of distinct groups costs O(1) per hit); spread and share go by
+    /// their schedule (see [`super::schedule`]).
     fn evaluate_hit(&mut self, ri: usize, key: &str, now: i64, out: &mut Vec<Notification>) {
         self.statuses.clear();
         if !self.local_cluster_alerts && self.is_cluster(ri) {
@@ -424,14 +437,39 @@ impl Engine {
         }
     }
 
+    /// The event time at which a cluster-wide rule is next due (hits came
+    /// after its last evaluation); a live loop wakes then and calls
+    /// [`Engine::evaluate_due`].
+    pub fn due(&self) -> Option<i64> {
+        self.schedule.next()
+    }
+
+    /// Evaluates the cluster-wide rules due at event time `now`, each at
+    /// its due time, in rule order.
+    pub fn evaluate_due(&mut self, now: i64, out: &mut Vec<Notification>) {
+        for (ri, at) in self.schedule.due_at(now) {
+            self.evaluate(ri, self.watermark.max(at), out);
+        }
+    }
+
+    /// How far the live clock's watermark stands behind the clock: the
+    /// input's observed disorder (see [`super::disorder`]), bounded by the
+    /// configured lateness.
+    pub fn live_lateness(&self) -> i64 {
+        self.disorder.live_lateness(self.opts.lateness_ns)
+    }
+
     /// Live mode: advances event time while input is idle, so windows slide,
     /// alerts resolve and absences fire. `now` is the event time the clock
-    /// implies (e.g. newest event time + wall time since it arrived).
+    /// implies (e.g. newest event time + wall time since it arrived); the
+    /// watermark follows it by the disorder the input showed (see
+    /// [`super::disorder`]), not by the whole lateness allowance.
     pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
         if self.max_time.is_none() {
             return;
         }
-        let wm = now - self.opts.lateness_ns;
+        self.clock_now = self.clock_now.max(now);
+        let wm = now - self.live_lateness();
         if wm > self.watermark {
             self.watermark = wm;
             self.tick(wm, out);

@@ -18,11 +18,15 @@ mod here;
 mod recording;
 mod state;
 
+mod disorder;
 mod ingest;
+mod schedule;
 mod wiring;
 
+pub use disorder::MIN_LIVE_LATENESS_NS;
 pub use exports::{Counts, Exports, MAX_EXPORTED_GROUPS, OTHER_GROUP};
 pub use recording::{HitRecord, Recording, MAX_HIT_LOG};
+pub use schedule::CLUSTER_EVAL_NS;
 pub use state::{EngineState, RestoreSummary, SavedRule};
 
 /// Default allowed lateness of events behind the newest one (5 s).
@@ -162,6 +166,12 @@ pub struct Engine {
     /// Whether spread and share rules alert here (not when sharded: their
     /// groups are spread over replicas; Prometheus evaluates them).
     local_cluster_alerts: bool,
+    /// When the cluster-wide rules are evaluated between ticks.
+    schedule: schedule::Schedule,
+    /// How out of order the input arrives, for the live clock.
+    disorder: disorder::Disorder,
+    /// The live clock's last event time (`advance_to`), if ahead of the input.
+    clock_now: i64,
 }
 
 /// What a rule reload changed (see [`Engine::reload`]).

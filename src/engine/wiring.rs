@@ -130,6 +130,9 @@ impl Engine {
             hit_log: None,
             exports: Exports::default(),
             local_cluster_alerts: true,
+            schedule: super::schedule::Schedule::new(n),
+            disorder: super::disorder::Disorder::default(),
+            clock_now: i64::MIN,
         })
         .map(|mut e| {
             e.novelty = novelty_rule(&e.rules).map(|(ri, spec)| (ri, Watch::new(spec)));
@@ -217,6 +220,8 @@ impl Engine {
         self.detectors = detectors;
         self.rule_hits = rule_hits;
         self.evicted_base = evicted_base;
+        // Indices changed: what was due is evaluated by the next tick.
+        self.schedule = super::schedule::Schedule::new(n);
         self.novelty = match (self.novelty.take(), novelty_rule(&new)) {
             (Some((_, mut w)), Some((ri, spec))) => {
                 w.reconfigure(spec);

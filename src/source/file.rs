@@ -334,9 +334,19 @@ pub struct FileBatch {
     pub arrival: i64,
 }
 
-/// Runs the tailer on its own thread (file I/O blocks), one round every
-/// `interval`, into a bounded channel: when detection falls behind, reading
-/// waits instead of buffering without bound.
+/// The pause between two idle rounds over `files` tracked files: 50 ms
+/// (a line appended to a quiet file is read within 50 ms), a quarter of a
+/// millisecond more per file — a round lists the directories and checks
+/// every file — up to `most`.
+pub fn idle_pause(files: usize, most: std::time::Duration) -> std::time::Duration {
+    let ms = 50.0 + files as f64 / 4.0;
+    std::time::Duration::from_micros((ms * 1000.0) as u64).min(most)
+}
+
+/// Runs the tailer on its own thread (file I/O blocks), a round at once
+/// while there is more to read and after [`idle_pause`] (at most
+/// `interval`) when not, into a bounded channel: when detection falls
+/// behind, reading waits instead of buffering without bound.
 pub fn spawn(
     mut tailer: Tailer,
     interval: std::time::Duration,
@@ -358,7 +368,7 @@ pub fn spawn(
             return;
         }
         if !busy {
-            std::thread::sleep(interval);
+            std::thread::sleep(idle_pause(tailer.files.len(), interval));
         }
     });
     rx
@@ -382,6 +392,18 @@ pub fn parse_offsets(m: &BTreeMap<String, (String, u64)>) -> HashMap<FileId, u64
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_few_files_are_checked_often_and_thousands_no_more_than_asked() {
+        let most = std::time::Duration::from_millis(250);
+        assert_eq!(idle_pause(0, most).as_millis(), 50);
+        assert_eq!(idle_pause(100, most).as_millis(), 75);
+        assert_eq!(idle_pause(5000, most), most);
+        assert_eq!(
+            idle_pause(1, std::time::Duration::from_millis(10)).as_millis(),
+            10
+        );
+    }
 
     fn collect(t: &mut Tailer) -> Vec<String> {
         let mut out = Vec::new();
