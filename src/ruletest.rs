@@ -517,7 +517,7 @@ fn execute(
         let mut t = last;
         while t < end {
             t = (t + 1_000_000_000).min(end);
-            engine.advance_to(t + engine.live_lateness(), &mut out);
+            engine.advance_to(t + lateness, &mut out);
             collect(&mut out, &mut seen, t);
         }
     }

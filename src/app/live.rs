@@ -512,7 +512,7 @@ async fn drive(
                 moved = false;
                 if let Some((e, w)) = clock {
                     let before = engine.watermark();
-                    engine.advance_to(e + (wall_ns() - w).max(0), &mut out);
+                    engine.advance_live(e + (wall_ns() - w).max(0), &mut out);
                     moved = engine.watermark() != before;
                 }
             },

@@ -36,6 +36,11 @@ impl super::GroupState for G {
 pub struct Absent {
     for_: i64,
     groups: Groups<G>,
+    /// The latest evaluation time: a live clock may decide an absence
+    /// ahead of the watermark (see `engine::disorder`); a later tick at the
+    /// watermark must not take it back.
+    #[serde(default)]
+    clock: i64,
 }
 
 impl Absent {
@@ -44,6 +49,7 @@ impl Absent {
         Absent {
             for_,
             groups: Groups::new(max_groups),
+            clock: i64::MIN,
         }
     }
 }
@@ -69,6 +75,8 @@ impl Detector for Absent {
     }
 
     fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
+        self.clock = self.clock.max(now);
+        let now = self.clock;
         if let Some(g) = self.groups.peek_mut(key) {
             let active = now - g.last >= self.for_;
             let support = if active { now } else { g.last };

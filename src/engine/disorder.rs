@@ -3,15 +3,14 @@
 //!
 //! The watermark stands `lateness` (5 s by default) behind the newest event
 //! so that lines arriving a little out of order still count in their own
-//! windows. Within the input that is right. But when the input goes quiet,
-//! the live loop moves event time on with the wall clock, and there the
-//! full allowance made every time-driven decision — an absence, a
-//! resolution — five seconds late even on a stream that is in order
-//! (`kubectl logs -f` of one pod, a file being appended to). The live
-//! clock waits instead for twice the disorder seen over the last minute or
-//! two of event time, at least [`MIN_LIVE_LATENESS_NS`], at most the
-//! configured lateness. A line later than that is counted late and
-//! evaluated at the watermark, as any late line is.
+//! windows, and a live run counts what a replay of the same lines counts.
+//! But an absence is made by time alone: on the watermark it paged five
+//! seconds late even on a stream that is in order (`kubectl logs -f` of one
+//! pod, a file being appended to). The live clock decides absences after
+//! twice the disorder seen over the last minute or two of event time
+//! instead, at least [`MIN_LIVE_LATENESS_NS`], at most the configured
+//! lateness. A line that would have ended the absence and comes later than
+//! that resolves it, as any later line does.
 
 /// The least a live clock waits for late lines (500 ms).
 pub const MIN_LIVE_LATENESS_NS: i64 = 500_000_000;
@@ -89,6 +88,50 @@ mod tests {
             }
         }
         assert_eq!(d.live_lateness(5 * S), MIN_LIVE_LATENESS_NS);
+    }
+
+    #[test]
+    fn the_live_clock_decides_an_absence_after_the_disorder_not_the_lateness() {
+        use crate::alert::AlertState;
+        use crate::engine::{Engine, Options};
+        use crate::source::Source;
+        let text = r#"novelty: {enabled: false}
+rules:
+  - id: t.gone
+    title: Heartbeat lost
+    severity: warning
+    match: {contains: ["beat"]}
+    group_by: node
+    detect: {absent: {for: 1m}}
+"#;
+        let rules = match crate::rules::compile(&[("t.yaml".into(), text.into())]) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let t0 = 1_714_570_000i64;
+        let run = |live: bool| {
+            let mut e = match Engine::new(rules.clone(), Options::default()) {
+                Ok(e) => e,
+                Err(e) => panic!("{e}"),
+            };
+            let mut out = Vec::new();
+            for i in 0..=10 {
+                let l = format!(r#"{{"ts":{}.0,"msg":"beat","nodeID":"a"}}"#, t0 + i);
+                e.push_line(&Source::named("s"), &l, None, &mut out);
+            }
+            // 60.6 s after the last beat at +10 s.
+            let now = (t0 + 70) * S + 6 * S / 10;
+            if live {
+                e.advance_live(now, &mut out);
+                // The watermark's own tick, later, takes nothing back.
+                e.advance_to(now + S, &mut out);
+            } else {
+                e.advance_to(now, &mut out);
+            }
+            out.iter().map(|n| n.state).collect::<Vec<_>>()
+        };
+        assert_eq!(run(true), vec![AlertState::Firing]);
+        assert!(run(false).is_empty(), "the watermark waits 5 s more");
     }
 
     #[test]

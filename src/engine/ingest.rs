@@ -459,17 +459,36 @@ impl Engine {
         self.disorder.live_lateness(self.opts.lateness_ns)
     }
 
-    /// Live mode: advances event time while input is idle, so windows slide,
-    /// alerts resolve and absences fire. `now` is the event time the clock
-    /// implies (e.g. newest event time + wall time since it arrived); the
-    /// watermark follows it by the disorder the input showed (see
-    /// [`super::disorder`]), not by the whole lateness allowance.
-    pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
+    /// The live loop's clock: [`Engine::advance_to`], and then the rules
+    /// that time alone makes fire (`absent`) decided at `now` less the
+    /// disorder the input showed (see [`super::disorder`]) rather than at
+    /// the watermark, which waits the whole lateness allowance. Windows,
+    /// counts and resolutions stay on the watermark, as in a replay.
+    pub fn advance_live(&mut self, now: i64, out: &mut Vec<Notification>) {
         if self.max_time.is_none() {
             return;
         }
         self.clock_now = self.clock_now.max(now);
-        let wm = now - self.live_lateness();
+        self.advance_to(now, out);
+        let early = now - self.live_lateness();
+        if early > self.watermark {
+            for ri in 0..self.rules.rules.len() {
+                if matches!(self.rules.rules[ri].detect, crate::rules::Detect::Absent(_)) {
+                    self.evaluate(ri, early, out);
+                }
+            }
+        }
+    }
+
+    /// Advances event time while input is idle, so windows slide, alerts
+    /// resolve and absences fire. `now` is the event time the clock implies
+    /// (e.g. newest event time + wall time since it arrived); the watermark
+    /// stands the lateness allowance behind it.
+    pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
+        if self.max_time.is_none() {
+            return;
+        }
+        let wm = now - self.opts.lateness_ns;
         if wm > self.watermark {
             self.watermark = wm;
             self.tick(wm, out);
