@@ -22,7 +22,8 @@ a test: CI does not run it.
 
 The Loki here answers `query_range` and `series` with nothing and serves the
 tail websocket (RFC 6455 text frames, entries as Loki sends them: ≤ 100 per
-frame); entry times are the lines' event times shifted to now (whole
+frame, a `kubectl --prefix` line's pod and container as its stream's labels);
+entry times are the lines' event times shifted to now (whole
 seconds), so the tail's start bound keeps them.
 """
 
@@ -33,6 +34,7 @@ import http.server
 import json
 import os
 import queue
+import re
 import shutil
 import statistics
 import struct
@@ -178,9 +180,27 @@ class Loki:
         self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
 
     def send(self, rows):
+        """rows: (labels, [ts, line]); ≤ 100 entries per frame, one stream
+        per label set, as Loki sends them."""
         for i in range(0, len(rows), 100):
-            body = {"streams": [{"stream": {"app": "bench"}, "values": rows[i : i + 100]}]}
+            streams = {}
+            for labels, row in rows[i : i + 100]:
+                streams.setdefault(tuple(sorted(labels.items())), []).append(row)
+            body = {"streams": [{"stream": dict(k), "values": v} for k, v in streams.items()]}
             self.frames.put(ws_frame(json.dumps(body).encode()))
+
+
+PREFIX = re.compile(r"^\[pod/([^/\]]+)/([^\]]+)\] ")
+
+
+def loki_entry(line):
+    """A `kubectl logs --prefix` line as Loki holds it: the pod and
+    container as the stream's labels, the rest as the line."""
+    line = line.rstrip("\r\n")
+    m = PREFIX.match(line)
+    if m:
+        return {"app": "bench", "pod": m.group(1), "container": m.group(2)}, line[m.end() :]
+    return {"app": "bench"}, line
 
 
 # --- the transports --------------------------------------------------------
@@ -241,7 +261,11 @@ class Tail:
         return self.p
 
     def send(self, lines):
-        self.loki.send([[str(t + self.shift), l.rstrip("\r\n")] for l, t in lines])
+        rows = []
+        for l, t in lines:
+            labels, text = loki_entry(l)
+            rows.append((labels, [str(t + self.shift), text]))
+        self.loki.send(rows)
 
     def close(self):
         self.loki.frames.put(None)
