@@ -452,16 +452,16 @@ impl Engine {
         }
     }
 
-    /// How far the live clock's watermark stands behind the clock: the
-    /// input's observed disorder (see [`super::disorder`]), bounded by the
-    /// configured lateness.
+    /// How far behind the live clock absences are decided: twice the
+    /// input's observed disorder (the private `engine::disorder`), at least
+    /// 0.5 s, at most the configured lateness.
     pub fn live_lateness(&self) -> i64 {
         self.disorder.live_lateness(self.opts.lateness_ns)
     }
 
     /// The live loop's clock: [`Engine::advance_to`], and then the rules
     /// that time alone makes fire (`absent`) decided at `now` less the
-    /// disorder the input showed (see [`super::disorder`]) rather than at
+    /// disorder the input showed (the private `engine::disorder`) rather than at
     /// the watermark, which waits the whole lateness allowance. Windows,
     /// counts and resolutions stay on the watermark, as in a replay.
     pub fn advance_live(&mut self, now: i64, out: &mut Vec<Notification>) {
