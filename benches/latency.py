@@ -323,6 +323,17 @@ def measure(via, text, times, want):
     th.join()
     if hasattr(t, "cleanup"):
         t.cleanup()
+    # Entry times through Loki are the lines' times to the millisecond as
+    # `explain` reads them: an alert may start a little apart from the
+    # replay's. The same rule and group within 2 s is that alert.
+    for key in sorted(set(arrivals) - set(want)):
+        near = [k for k in want if k[:2] == key[:2] and abs(k[2] - key[2]) <= 2 * 10**9 and k not in arrivals]
+        if near:
+            if VERBOSE:
+                print(f"{via}: {key[0]} {key[1]} started {(key[2] - near[0][2]) / 1e6:+.0f} ms from the replay's start")
+            arrivals[near[0]] = arrivals.pop(key)
+        elif VERBOSE:
+            print(f"{via}: paged live, not in the replay: {key}")
     got, missing = [], []
     for key, (kind, due) in want.items():
         if due < e0 or w0 is None:
