@@ -462,8 +462,8 @@ async fn drive(
     let stdin = Source::named("stdin");
     let mut out = Vec::new();
     // The status page and /metrics each second; the live clock four times a
-    // second (an absence or a resolution is decided within 0.25 s of its
-    // time plus the input's observed disorder, see engine::disorder).
+    // second (an absence is decided within 0.25 s of its time plus the
+    // input's observed disorder, see engine::disorder).
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut clock_tick = tokio::time::interval(CLOCK_TICK);

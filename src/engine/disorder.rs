@@ -4,7 +4,7 @@
 //! The watermark stands `lateness` (5 s by default) behind the newest event
 //! so that lines arriving a little out of order still count in their own
 //! windows, and a live run counts what a replay of the same lines counts.
-//! But an absence is made by time alone: on the watermark it paged five
+//! But an absence is made by time alone: on the watermark it would page five
 //! seconds late even on a stream that is in order (`kubectl logs -f` of one
 //! pod, a file being appended to). The live clock decides absences after
 //! twice the disorder seen over the last minute or two of event time
@@ -93,7 +93,6 @@ mod tests {
     #[test]
     fn the_live_clock_decides_an_absence_after_the_disorder_not_the_lateness() {
         use crate::alert::AlertState;
-        use crate::engine::{Engine, Options};
         use crate::source::Source;
         let text = r#"novelty: {enabled: false}
 rules:
@@ -104,16 +103,9 @@ rules:
     group_by: node
     detect: {absent: {for: 1m}}
 "#;
-        let rules = match crate::rules::compile(&[("t.yaml".into(), text.into())]) {
-            Ok(r) => r,
-            Err(e) => panic!("{e}"),
-        };
         let t0 = 1_714_570_000i64;
         let run = |live: bool| {
-            let mut e = match Engine::new(rules.clone(), Options::default()) {
-                Ok(e) => e,
-                Err(e) => panic!("{e}"),
-            };
+            let mut e = crate::engine::test_engine(text);
             let mut out = Vec::new();
             for i in 0..=10 {
                 let l = format!(r#"{{"ts":{}.0,"msg":"beat","nodeID":"a"}}"#, t0 + i);

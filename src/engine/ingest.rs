@@ -339,7 +339,7 @@ impl Engine {
                 let now = self
                     .watermark
                     .max(event.time.min(self.max_time.unwrap_or(event.time)));
-                if !self.is_cluster(ri) {
+                if !is_population {
                     self.evaluate_hit(ri, &group, now, out);
                 } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
                     self.evaluate(ri, now, out);
@@ -394,12 +394,13 @@ impl Engine {
     }
 
     fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
-        if self.is_cluster(ri) {
+        let cluster = self.is_cluster(ri);
+        if cluster {
             self.schedule.evaluated(ri, now);
         }
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
-        if !self.local_cluster_alerts && self.is_cluster(ri) {
+        if !self.local_cluster_alerts && cluster {
             return;
         }
         let rule = &self.rules.rules[ri];
@@ -453,9 +454,9 @@ impl Engine {
     }
 
     /// How far behind the live clock absences are decided: twice the
-    /// input's observed disorder (the private `engine::disorder`), at least
-    /// 0.5 s, at most the configured lateness.
-    pub fn live_lateness(&self) -> i64 {
+    /// input's observed disorder, at least 0.5 s, at most the configured
+    /// lateness.
+    fn live_lateness(&self) -> i64 {
         self.disorder.live_lateness(self.opts.lateness_ns)
     }
 

@@ -430,6 +430,19 @@ impl Engine {
     }
 }
 
+/// An engine over one rule file's text, for the engine's own unit tests.
+#[cfg(test)]
+fn test_engine(yaml: &str) -> Engine {
+    let rules = match rules::compile(&[("t.yaml".into(), yaml.into())]) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    };
+    match Engine::new(rules, Options::default()) {
+        Ok(e) => e,
+        Err(e) => panic!("{e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

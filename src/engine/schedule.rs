@@ -3,11 +3,12 @@
 //! A per-node rule is decided at the hit that completes it. A cluster-wide
 //! rule looks at every group of its partition, so evaluating it at every
 //! hit would cost a scan of the fleet per line in a storm. Waiting for the
-//! once-a-second tick instead put up to a second between the line that
+//! once-a-second tick instead would put up to a second between the line that
 //! completed a spread and its page. The schedule does both: a hit evaluates
 //! its rule at once unless the rule was evaluated less than
-//! [`CLUSTER_EVAL_NS`] of event time ago; then the rule is due at that
-//! moment, and the engine evaluates it when event time gets there — by the
+//! [`CLUSTER_EVAL_NS`] of event time ago; then the rule is due that long
+//! after its last evaluation, and the engine evaluates it when event time
+//! gets there — by the
 //! next line's time (replay, deterministic) or, on a live input that went
 //! quiet, by the wall clock ([`super::Engine::due`],
 //! [`super::Engine::evaluate_due`]). A storm costs at most ten scans per
@@ -99,7 +100,7 @@ impl Schedule {
 mod tests {
     use super::*;
     use crate::alert::{AlertState, Notification};
-    use crate::engine::{Engine, Options};
+    use crate::engine::Engine;
     use crate::source::Source;
     const MS: i64 = 1_000_000;
     const T0: i64 = 1_714_570_000_000;
@@ -114,14 +115,7 @@ rules:
     group_by: node
     detect: {spread: {groups: 2, window: 1m}}
 "#;
-        let rules = match crate::rules::compile(&[("t.yaml".into(), text.into())]) {
-            Ok(r) => r,
-            Err(e) => panic!("{e}"),
-        };
-        match Engine::new(rules, Options::default()) {
-            Ok(e) => e,
-            Err(e) => panic!("{e}"),
-        }
+        crate::engine::test_engine(text)
     }
 
     fn line(e: &mut Engine, at_ms: i64, msg: &str, node: &str, out: &mut Vec<Notification>) {
