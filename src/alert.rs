@@ -14,6 +14,9 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
 
+mod saved;
+pub use saved::{render_orphan, AlertsState, Fate, Orphan, Restore, RuleCard};
+
 /// Notification state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -84,6 +87,11 @@ pub struct Notification {
     /// Where each sample was read (what the links are made from).
     #[serde(skip)]
     pub origins: Vec<Option<crate::detect::Origin>>,
+    /// The event time at which the engine made it (ns; 0 when not made by
+    /// the engine): a resolution at the instant it became due, however
+    /// late the next line came. Not sent to receivers.
+    #[serde(skip)]
+    pub at: i64,
 }
 
 /// Links from an alert back to its lines.
@@ -192,63 +200,6 @@ struct Tracked {
     adopted: Option<i64>,
 }
 
-/// The alert stage in a checkpoint: every tracked alert — pending with the
-/// start its `for` is measured from, firing with when it was last
-/// notified, how long it has been inactive, its evidence — by rule id.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct AlertsState {
-    alerts: Vec<SavedTracked>,
-    #[serde(default)]
-    firing_total: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-struct SavedTracked {
-    rule: String,
-    key: String,
-    #[serde(flatten)]
-    t: Tracked,
-}
-
-impl AlertsState {
-    /// Alerts saved.
-    pub fn len(&self) -> usize {
-        self.alerts.len()
-    }
-    /// True when no alert was tracked.
-    pub fn is_empty(&self) -> bool {
-        self.alerts.is_empty()
-    }
-}
-
-/// What a restart does with a saved rule's alerts (see [`Alerts::restore`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Restore {
-    /// The rule and its detection are unchanged, now at this index: its
-    /// alerts go on exactly where they were.
-    Keep(usize),
-    /// The rule changed its detection, now at this index: firing alerts are
-    /// adopted (no second page), pending ones start over.
-    Adopt(usize),
-    /// The rule is gone: firing alerts are returned to be resolved.
-    Drop,
-}
-
-/// A firing alert of a rule that no longer exists, to be resolved.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Orphan {
-    /// Rule id.
-    pub rule: String,
-    /// Alert key.
-    pub key: String,
-    /// When it started (ns).
-    pub starts_at: i64,
-    /// When it was last notified (ns).
-    pub notified_at: i64,
-    /// Its evidence.
-    pub evidence: Evidence,
-}
-
 /// How long an adopted alert waits for its condition to be seen again
 /// before it resolves: the time a fresh detector needs to re-establish it,
 /// plus the rule's hold and resolve times.
@@ -272,24 +223,82 @@ pub struct AlertStats {
     pub pending_dropped: u64,
 }
 
-/// What a rule reload does with an old rule's alerts (see [`Alerts::reload`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    /// Unchanged rule, now at this index: alerts kept as they are.
-    Keep(usize),
-    /// Changed rule with the same id, now at this index: firing alerts adopted.
-    Adopt(usize),
-    /// Rule removed: firing alerts resolved.
-    Drop,
-}
-
 /// All alerts of all rules.
 #[derive(Default)]
 pub struct Alerts {
-    map: HashMap<(usize, String), Tracked>,
-    /// Alerts tracked per rule index, so a tick skips rules with none.
-    per_rule: Vec<usize>,
+    /// Per rule index: alert key → its state.
+    rules: Vec<HashMap<String, Tracked>>,
     stats: AlertStats,
+}
+
+/// The least time between two repeats that a schedule wakes for (1 s): a
+/// `repeat_interval` below it repeats at hits, not on a timer.
+const MIN_REPEAT_DUE_NS: i64 = 1_000_000_000;
+
+impl Tracked {
+    /// At an evaluation at `now`: a firing alert of a group its detector
+    /// evicted turns inactive (`over`: long enough ago to resolve now), an
+    /// adoption's grace starts; returns when it resolves if that is now
+    /// or before.
+    fn settle(
+        &mut self,
+        key: &str,
+        rule: &Rule,
+        det: &dyn Detector,
+        now: i64,
+        over: bool,
+    ) -> Option<i64> {
+        let firing = matches!(self.phase, Phase::Firing { .. });
+        if firing && self.adopted.is_none() && !det.tracks(key) {
+            let at = if over {
+                now.saturating_sub(rule.resolve_after)
+            } else {
+                now
+            };
+            self.inactive_since = Some(self.inactive_since.map_or(at, |s| s.min(at)));
+        }
+        if self.adopted == Some(i64::MIN) {
+            self.adopted = Some(now);
+        }
+        self.resolves_at(rule, adoption_grace(rule))
+            .filter(|&at| at <= now)
+    }
+
+    /// When this alert resolves with no change of its condition: its
+    /// inactivity reaching `resolve_after` (unless the rule waits for its
+    /// `resolve_on` event), an adopted alert's grace running out.
+    fn resolves_at(&self, rule: &Rule, grace: i64) -> Option<i64> {
+        let inactive = self
+            .inactive_since
+            .filter(|_| rule.resolve_on.is_none())
+            .map(|s| s.saturating_add(rule.resolve_after));
+        let adopted = self
+            .adopted
+            .filter(|&a| a != i64::MIN)
+            .map(|a| a.saturating_add(grace));
+        match (inactive, adopted) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next instant at which time alone may change this alert: its
+    /// resolution, its next repeat while active, the end of its `for`
+    /// (which time alone completes when the condition's support is the
+    /// clock, as for an absence).
+    fn due(&self, rule: &Rule) -> Option<i64> {
+        let grace = adoption_grace(rule);
+        let other = match self.phase {
+            Phase::Pending { since } => (rule.for_ > 0).then(|| since.saturating_add(rule.for_)),
+            Phase::Firing { notified_at, .. } => (self.inactive_since.is_none()
+                && self.adopted.is_none())
+            .then(|| notified_at.saturating_add(rule.repeat_interval.max(MIN_REPEAT_DUE_NS))),
+        };
+        match (self.resolves_at(rule, grace), other) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl Alerts {
@@ -303,31 +312,68 @@ impl Alerts {
         &self.stats
     }
 
-    fn count(&mut self, ri: usize, delta: isize) {
-        if self.per_rule.len() <= ri {
-            self.per_rule.resize(ri + 1, 0);
+    fn of_rule(&mut self, ri: usize) -> &mut HashMap<String, Tracked> {
+        if self.rules.len() <= ri {
+            self.rules.resize_with(ri + 1, HashMap::new);
         }
-        self.per_rule[ri] = self.per_rule[ri].saturating_add_signed(delta);
-    }
-
-    fn per_rule_add(&mut self, ri: usize) {
-        self.count(ri, 1);
+        &mut self.rules[ri]
     }
 
     /// Alerts (pending or firing) tracked for rule `ri`.
     pub fn tracked(&self, ri: usize) -> usize {
-        self.per_rule.get(ri).copied().unwrap_or(0)
+        self.rules.get(ri).map_or(0, HashMap::len)
+    }
+
+    /// Whether rule `ri` tracks an alert of `key`.
+    pub fn tracks(&self, ri: usize, key: &str) -> bool {
+        self.rules.get(ri).is_some_and(|m| m.contains_key(key))
     }
 
     /// Number of alerts currently firing.
     pub fn firing(&self) -> usize {
-        self.map
-            .values()
+        self.rules
+            .iter()
+            .flat_map(HashMap::values)
             .filter(|t| matches!(t.phase, Phase::Firing { .. }))
             .count()
     }
 
-    /// Applies a detector's statuses for rule `ri` at watermark `now`.
+    /// The next instant at which time alone may change the alert of
+    /// (`ri`, `key`) (see the engine's timers), if it is tracked.
+    pub fn due(&self, ri: usize, rule: &Rule, key: &str) -> Option<i64> {
+        self.rules.get(ri)?.get(key)?.due(rule)
+    }
+
+    /// Every alert of rule `ri` with its [`Alerts::due`].
+    pub fn dues(&self, ri: usize, rule: &Rule, out: &mut Vec<(String, i64)>) {
+        if let Some(m) = self.rules.get(ri) {
+            out.extend(
+                m.iter()
+                    .filter_map(|(k, t)| Some((k.clone(), t.due(rule)?))),
+            );
+        }
+    }
+
+    /// The earliest [`Alerts::due`] after `after` of rule `ri`'s alerts.
+    pub fn min_due(&self, ri: usize, rule: &Rule, after: i64) -> Option<i64> {
+        self.rules
+            .get(ri)?
+            .values()
+            .filter_map(|t| t.due(rule).filter(|&d| d > after))
+            .min()
+    }
+
+    /// Starts the grace period of alerts adopted by a reload or restart at
+    /// event time `now`.
+    pub fn start_adoptions(&mut self, now: i64) {
+        for t in self.rules.iter_mut().flat_map(HashMap::values_mut) {
+            if t.adopted == Some(i64::MIN) {
+                t.adopted = Some(now);
+            }
+        }
+    }
+
+    /// Applies a detector's statuses for rule `ri` at event time `now`.
     pub fn apply(
         &mut self,
         ri: usize,
@@ -338,88 +384,108 @@ impl Alerts {
         out: &mut Vec<Notification>,
     ) {
         for s in statuses {
-            let id = (ri, s.key.clone());
             if s.active {
-                if !self.map.contains_key(&id) {
-                    self.per_rule_add(ri);
+                self.activate(ri, rule, s, det, now, out);
+                continue;
+            }
+            self.of_rule(ri);
+            let map = &mut self.rules[ri];
+            let Some(t) = map.get_mut(&s.key) else {
+                continue;
+            };
+            match t.phase {
+                Phase::Pending { .. } => {
+                    map.remove(&s.key);
+                    self.stats.pending_dropped += 1;
                 }
-                let t = self.map.entry(id).or_insert_with(|| Tracked {
-                    phase: Phase::Pending { since: s.since },
-                    inactive_since: None,
-                    evidence: Evidence::default(),
-                    adopted: None,
-                });
-                t.inactive_since = None;
-                // Seen again after a restart: it simply goes on firing.
-                t.adopted = None;
-                match t.phase {
-                    Phase::Pending { since } => {
-                        if s.support - since >= rule.for_ {
-                            t.evidence = det.evidence(&s.key);
-                            t.phase = Phase::Firing {
-                                starts_at: since,
-                                notified_at: now,
-                            };
-                            self.stats.firing += 1;
-                            out.push(render(
-                                rule,
-                                &s.key,
-                                AlertState::Firing,
-                                since,
-                                None,
-                                &t.evidence,
-                                false,
-                            ));
-                        }
-                    }
-                    Phase::Firing {
-                        starts_at,
-                        notified_at,
-                    } => {
-                        t.evidence = det.evidence(&s.key);
-                        if now - notified_at >= rule.repeat_interval {
-                            t.phase = Phase::Firing {
-                                starts_at,
-                                notified_at: now,
-                            };
-                            self.stats.firing += 1;
-                            out.push(render(
-                                rule,
-                                &s.key,
-                                AlertState::Firing,
-                                starts_at,
-                                None,
-                                &t.evidence,
-                                true,
-                            ));
-                        }
-                    }
-                }
-            } else if let Some(t) = self.map.get_mut(&id) {
-                match t.phase {
-                    Phase::Pending { .. } => {
-                        self.map.remove(&id);
-                        self.count(ri, -1);
-                        self.stats.pending_dropped += 1;
-                    }
-                    Phase::Firing { .. } => {
-                        if t.inactive_since.is_none() {
-                            t.inactive_since = Some(now);
-                            let e = det.evidence(&s.key);
-                            if e.count > 0 {
-                                t.evidence = e;
-                            }
-                        }
+                Phase::Firing { .. } => {
+                    // The evidence stays what it was while the condition
+                    // held: the resolution tells what resolved (6 of 6
+                    // nodes), not the last group to fade out.
+                    if t.inactive_since.is_none() {
+                        t.inactive_since = Some(now);
                     }
                 }
             }
         }
     }
 
+    /// An active status: pending until `for` holds on the evidence, then
+    /// firing (and repeated every `repeat_interval`).
+    fn activate(
+        &mut self,
+        ri: usize,
+        rule: &Rule,
+        s: &Status,
+        det: &dyn Detector,
+        now: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        self.of_rule(ri);
+        let map = &mut self.rules[ri];
+        if !map.contains_key(&s.key) {
+            map.insert(
+                s.key.clone(),
+                Tracked {
+                    phase: Phase::Pending { since: s.since },
+                    inactive_since: None,
+                    evidence: Evidence::default(),
+                    adopted: None,
+                },
+            );
+        }
+        let Some(t) = map.get_mut(&s.key) else {
+            return;
+        };
+        t.inactive_since = None;
+        // Seen again after a restart: it simply goes on firing.
+        t.adopted = None;
+        let (starts_at, repeat) = match t.phase {
+            Phase::Pending { since } => {
+                if s.support - since < rule.for_ {
+                    return;
+                }
+                (since, false)
+            }
+            Phase::Firing {
+                starts_at,
+                notified_at,
+            } => {
+                t.evidence = det.evidence(&s.key);
+                if now - notified_at < rule.repeat_interval {
+                    return;
+                }
+                (starts_at, true)
+            }
+        };
+        if !repeat {
+            t.evidence = det.evidence(&s.key);
+        }
+        t.phase = Phase::Firing {
+            starts_at,
+            notified_at: now,
+        };
+        self.stats.firing += 1;
+        let mut n = render(
+            rule,
+            &s.key,
+            AlertState::Firing,
+            starts_at,
+            None,
+            &t.evidence,
+            repeat,
+        );
+        n.at = now;
+        out.push(n);
+    }
+
     /// Resolves this rule's alerts whose condition has been false for
-    /// `resolve_after` (rules with `resolve_on` wait for their event instead).
+    /// `resolve_after` (rules with `resolve_on` wait for their event instead)
+    /// or whose adoption grace ran out, each at the instant it became due.
     /// A firing alert whose group the detector no longer tracks (evicted
-    /// by `max_groups`) counts as inactive. Called on ticks, not per hit.
+    /// by `max_groups`) counts as inactive from `now`; past `max_groups`
+    /// alerts, long enough to resolve at once (the alert map stays bounded
+    /// too).
     pub fn resolve_due(
         &mut self,
         ri: usize,
@@ -428,192 +494,39 @@ impl Alerts {
         now: i64,
         out: &mut Vec<Notification>,
     ) {
-        if rule.resolve_on.is_some() || self.tracked(ri) == 0 {
-            return;
-        }
-        // Past max_groups alerts (a flood of distinct groups), alerts of
-        // evicted groups resolve at once: the alert map stays bounded too.
         let over = self.tracked(ri) > rule.max_groups;
-        for ((r, key), t) in self.map.iter_mut() {
-            let firing = matches!(t.phase, Phase::Firing { .. });
-            if *r == ri && firing && t.adopted.is_none() && !det.tracks(key) {
-                let at = if over {
-                    now.saturating_sub(rule.resolve_after)
-                } else {
-                    now
-                };
-                t.inactive_since = Some(t.inactive_since.map_or(at, |s| s.min(at)));
-            }
-        }
-        let grace = adoption_grace(rule);
-        for ((r, _), t) in self.map.iter_mut() {
-            if *r == ri && t.adopted == Some(i64::MIN) {
-                t.adopted = Some(now);
-            }
-        }
-        let mut due: Vec<String> = self
-            .map
-            .iter()
-            .filter(|((r, _), t)| {
-                *r == ri
-                    && (t
-                        .inactive_since
-                        .is_some_and(|s| now - s >= rule.resolve_after)
-                        || t.adopted.is_some_and(|a| a != i64::MIN && now - a >= grace))
-            })
-            .map(|((_, k), _)| k.clone())
+        let mut due: Vec<(i64, String)> = self
+            .of_rule(ri)
+            .iter_mut()
+            .filter_map(|(k, t)| Some((t.settle(k, rule, det, now, over)?, k.clone())))
             .collect();
         due.sort();
-        for key in due {
-            self.resolve(ri, rule, &key, now, out);
+        for (at, key) in due {
+            self.resolve(ri, rule, &key, at, out);
         }
     }
 
-    /// The state for a checkpoint (sorted, so equal states compare equal).
-    pub fn save(&self, rules: &[Rule]) -> AlertsState {
-        let mut alerts: Vec<SavedTracked> = self
-            .map
-            .iter()
-            .filter_map(|((ri, key), t)| {
-                Some(SavedTracked {
-                    rule: rules.get(*ri)?.id.clone(),
-                    key: key.clone(),
-                    t: t.clone(),
-                })
-            })
-            .collect();
-        alerts.sort_by(|a, b| (&a.rule, &a.key).cmp(&(&b.rule, &b.key)));
-        AlertsState {
-            alerts,
-            firing_total: self.stats.firing,
-        }
-    }
-
-    /// Restores a checkpoint's alerts; `fate` says, per rule id, what
-    /// becomes of them. Returns the firing alerts of rules that are gone,
-    /// for the caller to resolve, and how many alerts were kept or adopted.
-    pub fn restore(
+    /// [`Alerts::resolve_due`] for one alert key.
+    pub fn resolve_key_due(
         &mut self,
-        state: AlertsState,
-        fate: impl Fn(&str) -> Restore,
-    ) -> (Vec<Orphan>, usize) {
-        let mut orphans = Vec::new();
-        let mut restored = 0;
-        for SavedTracked { rule, key, mut t } in state.alerts {
-            let ri = match (fate(&rule), &t.phase) {
-                (Restore::Keep(ri), _) => ri,
-                (Restore::Adopt(ri), Phase::Firing { .. }) => {
-                    t.adopted = Some(i64::MIN);
-                    t.inactive_since = None;
-                    ri
-                }
-                (Restore::Adopt(_), Phase::Pending { .. }) => continue,
-                (
-                    Restore::Drop,
-                    Phase::Firing {
-                        starts_at,
-                        notified_at,
-                    },
-                ) => {
-                    orphans.push(Orphan {
-                        rule,
-                        key,
-                        starts_at: *starts_at,
-                        notified_at: *notified_at,
-                        evidence: t.evidence,
-                    });
-                    continue;
-                }
-                (Restore::Drop, Phase::Pending { .. }) => continue,
-            };
-            if !self.map.contains_key(&(ri, key.clone())) {
-                self.per_rule_add(ri);
-            }
-            self.map.insert((ri, key), t);
-            restored += 1;
-        }
-        (orphans, restored)
-    }
-
-    /// Counts a resolve notification made outside this stage (an orphan
-    /// of a removed rule).
-    pub fn count_resolved(&mut self) {
-        self.stats.resolved += 1;
-    }
-
-    /// Carries alerts over a rule reload. `fate[i]` says what becomes of the
-    /// alerts of old rule `i`: kept as they are under a new index (the rule's
-    /// detection is unchanged and so is its detector state), adopted by a
-    /// changed rule (firing goes on without a new page and resolves if the
-    /// new detector does not confirm it within [`adoption_grace`]), or
-    /// resolved because the rule is gone (a receiver must not keep an alert
-    /// nobody will ever resolve). Pending alerts of changed rules are dropped.
-    /// `now` is `i64::MIN` when no event was seen yet.
-    pub fn reload(
-        &mut self,
-        old_rules: &[Rule],
-        fate: &[Fate],
+        ri: usize,
+        rule: &Rule,
+        key: &str,
+        det: &dyn Detector,
         now: i64,
         out: &mut Vec<Notification>,
     ) {
-        let old = std::mem::take(&mut self.map);
-        let mut gone: Vec<(usize, String, i64, i64, Evidence)> = Vec::new();
-        for ((ri, key), mut t) in old {
-            match fate.get(ri).copied().unwrap_or(Fate::Drop) {
-                Fate::Keep(n) => {
-                    self.map.insert((n, key), t);
-                }
-                Fate::Adopt(n) => match t.phase {
-                    Phase::Firing { .. } => {
-                        t.adopted = Some(i64::MIN);
-                        t.inactive_since = None;
-                        self.map.insert((n, key), t);
-                    }
-                    Phase::Pending { .. } => self.stats.pending_dropped += 1,
-                },
-                Fate::Drop => match t.phase {
-                    Phase::Firing {
-                        starts_at,
-                        notified_at,
-                    } => {
-                        // Before any event (alerts adopted at start), the
-                        // last known instant of the alert stands in for now.
-                        let at = if now == i64::MIN {
-                            notified_at.max(starts_at)
-                        } else {
-                            now
-                        };
-                        gone.push((ri, key, starts_at, at, t.evidence))
-                    }
-                    Phase::Pending { .. } => self.stats.pending_dropped += 1,
-                },
-            }
-        }
-        self.per_rule.clear();
-        let rules: Vec<usize> = self.map.keys().map(|(r, _)| *r).collect();
-        for r in rules {
-            self.per_rule_add(r);
-        }
-        gone.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        for (ri, key, starts_at, at, evidence) in gone {
-            let Some(rule) = old_rules.get(ri) else {
-                continue;
-            };
-            self.stats.resolved += 1;
-            out.push(render(
-                rule,
-                &key,
-                AlertState::Resolved,
-                starts_at,
-                Some(at),
-                &evidence,
-                false,
-            ));
+        let over = self.tracked(ri) > rule.max_groups;
+        let Some(t) = self.of_rule(ri).get_mut(key) else {
+            return;
+        };
+        if let Some(at) = t.settle(key, rule, det, now, over) {
+            self.resolve(ri, rule, key, at, out);
         }
     }
 
-    /// Resolves one alert now (also used by `resolve_on`). Returns whether
-    /// there was a firing alert to resolve.
+    /// Resolves one alert at event time `now` (also used by `resolve_on`).
+    /// Returns whether there was a firing alert to resolve.
     pub fn resolve(
         &mut self,
         ri: usize,
@@ -622,30 +535,27 @@ impl Alerts {
         now: i64,
         out: &mut Vec<Notification>,
     ) -> bool {
-        let removed = self.map.remove(&(ri, key.to_string()));
-        if removed.is_some() {
-            self.count(ri, -1);
-        }
-        match removed {
+        match self.rules.get_mut(ri).and_then(|m| m.remove(key)) {
             Some(Tracked {
                 phase: Phase::Firing { starts_at, .. },
                 evidence,
                 ..
             }) => {
                 self.stats.resolved += 1;
-                out.push(render(
+                let mut n = render(
                     rule,
                     key,
                     AlertState::Resolved,
                     starts_at,
-                    Some(now),
+                    Some(now.max(starts_at)),
                     &evidence,
                     false,
-                ));
+                );
+                n.at = now;
+                out.push(n);
                 true
             }
-            Some(_) => false,
-            None => false,
+            Some(_) | None => false,
         }
     }
 }
@@ -670,60 +580,6 @@ fn identity_labels(
         labels.insert(k.clone(), v.clone());
     }
     labels
-}
-
-/// What a checkpoint keeps of a rule, to resolve its firing alerts if the
-/// rule is gone after a restart: the identity its notifications carried.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct RuleCard {
-    /// Rule id.
-    pub id: String,
-    /// Title.
-    pub title: String,
-    /// Severity name.
-    pub severity: String,
-    /// The rule's own labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-}
-
-impl RuleCard {
-    /// The card of a rule.
-    pub fn of(rule: &Rule) -> RuleCard {
-        RuleCard {
-            id: rule.id.clone(),
-            title: rule.title.clone(),
-            severity: rule.severity.as_str().to_string(),
-            labels: rule.labels.clone(),
-        }
-    }
-}
-
-/// The resolve of a firing alert whose rule was removed while sigwatch was
-/// down (the same identity as its firing, so receivers close it).
-pub fn render_orphan(card: &RuleCard, o: &Orphan, at: i64) -> Notification {
-    let mut annotations = BTreeMap::new();
-    annotations.insert(
-        "summary".to_string(),
-        format!(
-            "{} on {}: resolved because the rule was removed",
-            card.title, o.key
-        ),
-    );
-    assemble(
-        Identity {
-            rule: &card.id,
-            title: &card.title,
-            severity: &card.severity,
-            key: &o.key,
-            labels: &card.labels,
-        },
-        annotations,
-        AlertState::Resolved,
-        (o.starts_at, Some(at.max(o.starts_at))),
-        &o.evidence,
-        false,
-    )
 }
 
 /// Builds a notification with rendered annotations.
@@ -842,6 +698,7 @@ fn assemble(
         incident: None,
         links: None,
         origins: e.origins.clone(),
+        at: 0,
     }
 }
 

@@ -340,6 +340,7 @@ mod tests {
             incident: None,
             links: None,
             origins: Vec::new(),
+            at: 0,
         }
     }
 

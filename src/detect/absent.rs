@@ -54,6 +54,14 @@ impl Absent {
     }
 }
 
+impl Absent {
+    /// The absence begins `for` after the last match; once absent, only a
+    /// match changes it.
+    fn group_due(&self, g: &G) -> Option<i64> {
+        g.since.is_none().then(|| g.last.saturating_add(self.for_))
+    }
+}
+
 impl Detector for Absent {
     fn observe(&mut self, hit: &Hit<'_>) {
         let g = self.groups.entry(hit.group, || G {

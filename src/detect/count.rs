@@ -51,6 +51,18 @@ impl Count {
     }
 }
 
+impl Count {
+    /// Active: when the count falls below the threshold; else when the
+    /// window empties (the episode ends).
+    fn group_due(&self, g: &G) -> Option<i64> {
+        if g.win.total() >= self.threshold {
+            g.win.falls_below(self.threshold)
+        } else {
+            g.win.falls_below(1)
+        }
+    }
+}
+
 impl Detector for Count {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;

@@ -265,6 +265,16 @@ pub trait Detector: Send + Saved {
     fn annotate(&mut self, _key: &str, _template: &str, _level: Option<&str>) {}
     /// Reports the condition of every key that is active or just changed.
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>);
+    /// The event time at which `key` would change with no new hit — its
+    /// window falls below the threshold or empties, its gap grows past
+    /// `max_gap`, its absence begins — so the engine evaluates it exactly
+    /// then, however long the input stays quiet (see `engine::timers`).
+    /// None: time alone changes nothing. Cluster-wide kinds (spread,
+    /// share) answer for the whole rule, whatever the key.
+    fn due(&self, key: &str) -> Option<i64>;
+    /// Every key's [`Detector::due`] (cluster-wide kinds: one, keyed `""`),
+    /// to schedule them all after a full evaluation or a restart.
+    fn dues(&self, out: &mut Vec<(String, i64)>);
     /// Reports the condition of one group only, right after its hit; false
     /// when this kind evaluates only on ticks (its keys are not groups), so
     /// a million distinct groups never cost a million-long scan per hit.
@@ -333,6 +343,18 @@ macro_rules! per_group_bookkeeping {
         fn evicted(&self) -> u64 {
             self.groups.evicted()
         }
+
+        fn due(&self, key: &str) -> Option<i64> {
+            self.groups.peek(key).and_then(|g| self.group_due(g))
+        }
+
+        fn dues(&self, out: &mut Vec<(String, i64)>) {
+            for (k, g) in self.groups.iter() {
+                if let Some(d) = self.group_due(g) {
+                    out.push((k.clone(), d));
+                }
+            }
+        }
     };
 }
 pub(crate) use per_group_bookkeeping;
@@ -394,6 +416,10 @@ impl<T> Groups<T> {
     /// Mutable access without touching recency.
     pub fn peek_mut(&mut self, key: &str) -> Option<&mut T> {
         self.map.peek_mut(key)
+    }
+    /// The least recently used entry.
+    pub fn peek_lru(&self) -> Option<(&String, &T)> {
+        self.map.peek_lru()
     }
     /// Removes a group.
     pub fn remove(&mut self, key: &str) -> Option<T> {
@@ -534,6 +560,13 @@ impl Population {
     /// Evictions.
     pub fn evicted(&self) -> u64 {
         self.seen.evicted()
+    }
+    /// When the group sighted longest ago leaves (the alive count's next
+    /// change without new lines), if any.
+    pub fn next_leave(&self) -> Option<i64> {
+        self.seen
+            .peek_lru()
+            .map(|(_, t)| t.saturating_add(self.window).saturating_add(1))
     }
     /// Each group and when it last logged.
     pub fn last_seen(&self) -> impl Iterator<Item = (&String, i64)> {

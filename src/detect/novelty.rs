@@ -68,6 +68,16 @@ impl Novelty {
         })
     }
 
+    /// Once active, the template resolves when its last group stops
+    /// logging it; before, time alone cannot make it active.
+    fn part_due(p: &Part) -> Option<i64> {
+        p.since?;
+        p.groups
+            .iter()
+            .filter_map(|(_, g)| g.0.falls_below(1))
+            .max()
+    }
+
     /// Evaluates one template's condition at `now`.
     fn judge(
         p: &mut Part,
@@ -156,6 +166,18 @@ impl Detector for Novelty {
 
     fn tracks(&self, key: &str) -> bool {
         self.parts.peek(key).is_some()
+    }
+
+    fn due(&self, key: &str) -> Option<i64> {
+        self.parts.peek(key).and_then(Novelty::part_due)
+    }
+
+    fn dues(&self, out: &mut Vec<(String, i64)>) {
+        for (k, p) in self.parts.iter() {
+            if let Some(d) = Novelty::part_due(p) {
+                out.push((k.clone(), d));
+            }
+        }
     }
 
     fn evidence(&self, key: &str) -> Evidence {

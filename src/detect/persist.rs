@@ -51,6 +51,13 @@ impl Persist {
     }
 }
 
+impl Persist {
+    /// The run breaks the first instant its silence exceeds `max_gap`.
+    fn group_due(&self, g: &G) -> Option<i64> {
+        Some(g.last.saturating_add(self.max_gap).saturating_add(1))
+    }
+}
+
 impl Detector for Persist {
     fn observe(&mut self, hit: &Hit<'_>) {
         let gap = self.max_gap;

@@ -53,6 +53,26 @@ impl Sequence {
     }
 }
 
+impl Sequence {
+    /// Active: when the last completion is `within` old. Else: when the
+    /// group is forgotten (no recent completion, no pending A), which ends
+    /// its episode.
+    fn group_due(&self, g: &G) -> Option<i64> {
+        let quiet = g.last_done.map(|d| d.saturating_add(self.within));
+        if g.since.is_some() {
+            return quiet;
+        }
+        let stale = g
+            .last_a
+            .as_ref()
+            .map(|(a, _)| a.saturating_add(self.within).saturating_add(1));
+        match (quiet, stale) {
+            (Some(q), Some(s)) => Some(q.max(s)),
+            (q, s) => q.or(s),
+        }
+    }
+}
+
 impl Detector for Sequence {
     fn observe(&mut self, hit: &Hit<'_>) {
         let within = self.within;

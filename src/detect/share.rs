@@ -79,6 +79,19 @@ impl Share {
     }
 }
 
+impl Share {
+    /// A partition's shares change whenever a bucket of any group leaves
+    /// the window, and its guard of groups alive when one falls silent.
+    fn part_due(p: &Part) -> Option<i64> {
+        let next = p
+            .groups
+            .iter()
+            .filter_map(|(_, g)| g.win.next_change())
+            .min()?;
+        Some(next.min(p.population.next_leave().unwrap_or(i64::MAX)))
+    }
+}
+
 impl Detector for Share {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;
@@ -204,6 +217,19 @@ impl Detector for Share {
                     p.active_key = None;
                 }
             }
+        }
+    }
+
+    fn due(&self, _key: &str) -> Option<i64> {
+        self.parts
+            .iter()
+            .filter_map(|(_, p)| Share::part_due(p))
+            .min()
+    }
+
+    fn dues(&self, out: &mut Vec<(String, i64)>) {
+        if let Some(d) = self.due("") {
+            out.push((String::new(), d));
         }
     }
 

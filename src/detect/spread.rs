@@ -75,6 +75,24 @@ impl Spread {
     }
 }
 
+impl Spread {
+    /// A partition changes when a matching group's window empties, and —
+    /// for a fraction of the fleet, while groups match — when a group of
+    /// the population falls silent.
+    fn part_due(&self, p: &Part) -> Option<i64> {
+        let left = p
+            .groups
+            .iter()
+            .filter_map(|(_, g)| g.0.falls_below(1))
+            .min()?;
+        let leave = self
+            .fraction
+            .and_then(|_| p.population.next_leave())
+            .unwrap_or(i64::MAX);
+        Some(left.min(leave))
+    }
+}
+
 impl Detector for Spread {
     fn observe(&mut self, hit: &Hit<'_>) {
         let w = self.window;
@@ -165,6 +183,19 @@ impl Detector for Spread {
 
     fn reset(&mut self, key: &str) {
         self.parts.remove(key);
+    }
+
+    fn due(&self, _key: &str) -> Option<i64> {
+        self.parts
+            .iter()
+            .filter_map(|(_, p)| self.part_due(p))
+            .min()
+    }
+
+    fn dues(&self, out: &mut Vec<(String, i64)>) {
+        if let Some(d) = self.due("") {
+            out.push((String::new(), d));
+        }
     }
 
     fn population(&self, out: &mut Vec<(String, String, i64)>) {

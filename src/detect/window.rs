@@ -68,6 +68,35 @@ impl Window {
         self.total
     }
 
+    /// When bucket `k` leaves the window: the first `now` at which
+    /// [`Window::count`] no longer counts it.
+    fn expiry(&self, k: i64) -> i64 {
+        k.saturating_mul(self.width).saturating_add(self.span)
+    }
+
+    /// The event time at which the count, without new events, falls below
+    /// `n` (`n` = 1: the window empties); None when it is below already.
+    /// Exact: buckets leave at known instants.
+    pub fn falls_below(&self, n: u64) -> Option<i64> {
+        if self.total < n.max(1) {
+            return None;
+        }
+        let mut left = self.total;
+        for &(k, c) in &self.buckets {
+            left -= c;
+            if left < n {
+                return Some(self.expiry(k));
+            }
+        }
+        None
+    }
+
+    /// The event time at which the oldest bucket leaves (the count's next
+    /// change without new events), if any.
+    pub fn next_change(&self) -> Option<i64> {
+        self.buckets.front().map(|&(k, _)| self.expiry(k))
+    }
+
     /// True when no events remain.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
@@ -95,6 +124,25 @@ mod tests {
         assert_eq!(w.count(80 * S), 1);
         assert_eq!(w.count(200 * S), 0);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn the_instants_the_count_changes_are_exact() {
+        let mut w = Window::new(60 * S);
+        for t in [0, 10, 20, 59] {
+            w.add(t * S);
+        }
+        assert_eq!(w.next_change(), Some(60 * S));
+        assert_eq!(w.falls_below(4), Some(60 * S));
+        assert_eq!(w.falls_below(3), Some(70 * S), "two must leave");
+        assert_eq!(w.falls_below(1), Some(119 * S), "empty when 59 s leaves");
+        assert_eq!(w.falls_below(5), None, "below already");
+        // The instants agree with count().
+        assert_eq!(w.count(70 * S - 1), 3);
+        assert_eq!(w.count(70 * S), 2);
+        assert_eq!(w.count(119 * S - 1), 1);
+        assert_eq!(w.count(119 * S), 0);
+        assert_eq!((w.next_change(), w.falls_below(1)), (None, None));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! rule's detector (or to novelty), and the alerts evaluated on each hit
 //! and on every tick of event time.
 
-use super::{Engine, Role, MAX_HIT_LOG, TICK_NS};
+use super::timers::WHOLE_RULE;
+use super::{Engine, Role, MAX_HIT_LOG};
 use crate::alert::Notification;
 use crate::decode::{self, resolve_key, Prepared};
 use crate::detect::{Hit, Step, CLUSTER};
@@ -94,10 +95,21 @@ impl Engine {
     }
 
     fn ingest(&mut self, p: &Prepared<'_>, out: &mut Vec<Notification>) {
-        // Cluster-wide rules due before this line's time are evaluated on
-        // the state before it, as a live clock would have done.
-        if p.time_from.moves_clocks() && self.schedule.is_due(p.time) {
-            self.evaluate_due(p.time, out);
+        if p.time_from.moves_clocks() {
+            // Time passes before the line acts: what was due before the
+            // watermark it brings is done first, each at its instant.
+            let max = self.max_time.map_or(p.time, |m| m.max(p.time));
+            let wm = self
+                .watermark
+                .max(max.saturating_sub(self.opts.lateness_ns));
+            if self.timers.next().is_some_and(|t| t <= wm) {
+                self.pass_time(wm, out);
+            }
+            // Cluster-wide rules due before this line's time are evaluated
+            // on the state before it, as a live clock would have done.
+            if self.schedule.is_due(p.time) {
+                self.evaluate_due(p.time, out);
+            }
         }
         let (t, timed) = self.event_time(p);
         if self.hit_log.is_some() {
@@ -106,9 +118,6 @@ impl Engine {
         self.observe_population(p, t);
         self.match_line(p, t, out);
         self.mine(p, t, timed, out);
-        if self.watermark >= self.last_tick.saturating_add(TICK_NS) {
-            self.tick(self.watermark, out);
-        }
     }
 
     /// The time a line is evaluated at, and whether it moves the clocks:
@@ -301,12 +310,18 @@ impl Engine {
             Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| "unknown".to_string()),
             None => CLUSTER.to_string(),
         };
+        let now = self
+            .watermark
+            .max(event.time.min(self.max_time.unwrap_or(event.time)));
+        let timer_key = if is_population { WHOLE_RULE } else { &group };
+        self.catch_up(ri, timer_key, now, out);
         match role {
             Role::ResolveOn => {
-                let key = if is_population { partition } else { group };
-                self.detectors[ri].reset(&key);
+                let key = if is_population { &partition } else { &group };
+                self.detectors[ri].reset(key);
                 let rule = &self.rules.rules[ri];
-                self.alerts.resolve(ri, rule, &key, event.time, out);
+                self.alerts.resolve(ri, rule, key, event.time, out);
+                self.reschedule_key(ri, timer_key, now);
             }
             Role::Primary | Role::Then => {
                 self.stats.hits += 1;
@@ -327,23 +342,23 @@ impl Engine {
                     sample: &event.text,
                     origin: self.here.origin(),
                 };
+                let evicted = self.detectors[ri].evicted();
                 self.detectors[ri].observe(&hit);
                 if self.hit_log.is_some() {
-                    let pod = resolve_key(keys, "pod", &get);
+                    let pod = resolve_key(&self.rules.keys, "pod", &get);
                     self.log_hit(ri, &group, pod, event.time, &event.text);
                 }
                 if self.is_cluster(ri) {
                     let id = &self.rules.rules[ri].id;
                     self.exports.hit(id, &partition, &group);
                 }
-                let now = self
-                    .watermark
-                    .max(event.time.min(self.max_time.unwrap_or(event.time)));
                 if !is_population {
                     self.evaluate_hit(ri, &group, now, out);
                 } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
                     self.evaluate(ri, now, out);
                 }
+                self.reschedule_key(ri, timer_key, now);
+                self.evicted_since(ri, evicted, now);
             }
         }
     }
@@ -375,6 +390,8 @@ impl Engine {
         if let Some(h) = self.rule_hits.get_mut(ri) {
             *h += 1;
         }
+        let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
+        self.catch_up(ri, &novel.key, now, out);
         let hit = Hit {
             group: &group,
             partition: &novel.key,
@@ -383,23 +400,39 @@ impl Engine {
             sample: &event.text,
             origin: self.here.origin(),
         };
+        let evicted = self.detectors[ri].evicted();
         self.detectors[ri].observe(&hit);
         if self.hit_log.is_some() {
-            let pod = resolve_key(keys, "pod", &get);
+            let pod = resolve_key(&self.rules.keys, "pod", &get);
             self.log_hit(ri, &group, pod, t, &event.text);
         }
         self.detectors[ri].annotate(&novel.key, &novel.template, Some(novel.level.as_str()));
-        let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
         self.evaluate_hit(ri, &novel.key, now, out);
+        self.reschedule_key(ri, &novel.key, now);
+        self.evicted_since(ri, evicted, now);
     }
 
-    fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
+    pub(super) fn evaluate(&mut self, ri: usize, now: i64, out: &mut Vec<Notification>) {
         let cluster = self.is_cluster(ri);
         if cluster {
             self.schedule.evaluated(ri, now);
         }
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
+        if cluster && std::env::var("DBG").is_ok() {
+            let e = self.detectors[ri].evidence("cluster");
+            eprintln!(
+                "EVAL {} {} {:?} groups={:?} pop={:?}",
+                self.rules.rules[ri].id,
+                crate::clock::format_rfc3339(now),
+                self.statuses
+                    .iter()
+                    .map(|s| (s.active, crate::clock::format_rfc3339(s.since)))
+                    .collect::<Vec<_>>(),
+                e.groups,
+                e.population
+            );
+        }
         if !self.local_cluster_alerts && cluster {
             return;
         }
@@ -428,85 +461,5 @@ impl Engine {
                 out,
             );
         }
-    }
-
-    /// Evaluates every rule at `now` (event time).
-    fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
-        self.last_tick = now;
-        for ri in 0..self.rules.rules.len() {
-            self.evaluate(ri, now, out);
-        }
-    }
-
-    /// The event time at which a cluster-wide rule is next due (hits came
-    /// after its last evaluation); a live loop wakes then and calls
-    /// [`Engine::evaluate_due`].
-    pub fn due(&self) -> Option<i64> {
-        self.schedule.next()
-    }
-
-    /// Evaluates the cluster-wide rules due at event time `now`, each at
-    /// its due time, in rule order.
-    pub fn evaluate_due(&mut self, now: i64, out: &mut Vec<Notification>) {
-        for (ri, at) in self.schedule.due_at(now) {
-            self.evaluate(ri, self.watermark.max(at), out);
-        }
-    }
-
-    /// How far behind the live clock absences are decided: twice the
-    /// input's observed disorder, at least 0.5 s, at most the configured
-    /// lateness.
-    fn live_lateness(&self) -> i64 {
-        self.disorder.live_lateness(self.opts.lateness_ns)
-    }
-
-    /// The live loop's clock: [`Engine::advance_to`], and then the rules
-    /// that time alone makes fire (`absent`) decided at `now` less the
-    /// disorder the input showed (the private `engine::disorder`) rather than at
-    /// the watermark, which waits the whole lateness allowance. Windows,
-    /// counts and resolutions stay on the watermark, as in a replay.
-    pub fn advance_live(&mut self, now: i64, out: &mut Vec<Notification>) {
-        if self.max_time.is_none() {
-            return;
-        }
-        self.clock_now = self.clock_now.max(now);
-        self.advance_to(now, out);
-        let early = now - self.live_lateness();
-        if early > self.watermark {
-            for ri in 0..self.rules.rules.len() {
-                if matches!(self.rules.rules[ri].detect, crate::rules::Detect::Absent(_)) {
-                    self.evaluate(ri, early, out);
-                }
-            }
-        }
-    }
-
-    /// Advances event time while input is idle, so windows slide, alerts
-    /// resolve and absences fire. `now` is the event time the clock implies
-    /// (e.g. newest event time + wall time since it arrived); the watermark
-    /// stands the lateness allowance behind it.
-    pub fn advance_to(&mut self, now: i64, out: &mut Vec<Notification>) {
-        if self.max_time.is_none() {
-            return;
-        }
-        let wm = now - self.opts.lateness_ns;
-        if wm > self.watermark {
-            self.watermark = wm;
-            self.tick(wm, out);
-        }
-    }
-
-    /// End of input: flushes partial lines and evaluates at the newest event
-    /// time (the lateness allowance is no longer needed).
-    pub fn finish(&mut self, out: &mut Vec<Notification>) {
-        for (_, text) in self.decoder.drain_partials() {
-            let src = Source::named("partial");
-            self.push_line(&src, &text, None, out);
-        }
-        if let Some(m) = self.max_time.or(self.untimed_at) {
-            self.watermark = self.watermark.max(m);
-            self.tick(self.watermark, out);
-        }
-        self.decoder.log_input_hints();
     }
 }

@@ -21,6 +21,8 @@ mod state;
 mod disorder;
 mod ingest;
 mod schedule;
+mod time;
+mod timers;
 mod wiring;
 
 pub use disorder::MIN_LIVE_LATENESS_NS;
@@ -172,6 +174,8 @@ pub struct Engine {
     disorder: disorder::Disorder,
     /// The live clock's last event time (`advance_to`), if ahead of the input.
     clock_now: i64,
+    /// When time alone next changes each rule's keys.
+    timers: timers::Timers,
 }
 
 /// What a rule reload changed (see [`Engine::reload`]).

@@ -197,6 +197,7 @@ impl Engine {
         self.untimed_at = self.untimed_at.or(state.untimed_at);
         self.watermark = self.watermark.max(state.watermark);
         self.last_tick = self.last_tick.max(state.last_tick);
+        self.reschedule_all();
         summary
     }
 

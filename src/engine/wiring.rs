@@ -133,6 +133,7 @@ impl Engine {
             schedule: super::schedule::Schedule::new(n),
             disorder: super::disorder::Disorder::default(),
             clock_now: i64::MIN,
+            timers: super::timers::Timers::default(),
         })
         .map(|mut e| {
             e.novelty = novelty_rule(&e.rules).map(|(ri, spec)| (ri, Watch::new(spec)));
@@ -231,6 +232,7 @@ impl Engine {
             (_, None) => None,
         };
         self.rules = new;
+        self.reschedule_all();
         Ok(summary)
     }
 

@@ -357,6 +357,7 @@ impl Incident {
             incident: Some(self.info(event)),
             links: self.root().and_then(|r| r.links.clone()),
             origins: Vec::new(),
+            at: 0,
         }
     }
 }
@@ -508,18 +509,23 @@ impl Incidents {
         if n.incident.is_some() {
             return None;
         }
+        // What was due before this alert happens first: an incident whose
+        // flap window ran out an hour ago is closed, not joined.
+        let t = event_time(n);
+        self.tick(t, out);
         let id = match n.state {
             AlertState::Firing if n.repeat => self.member_of.get(&n.fingerprint).cloned(),
             AlertState::Firing => self.fire(n, out),
             AlertState::Resolved => self.resolve(n, out),
         };
-        let t = event_time(n);
         self.tick(t, out);
         id
     }
 
     /// Sends the updates that are due at event time `now`, and resolves
-    /// the incidents whose flap window has passed.
+    /// the incidents whose flap window has passed, each at the instant it
+    /// became due (the window's end; an update when it was allowed and
+    /// something had changed), however late the call.
     pub fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
         let flap = self.cfg.flap_window;
         while let Some(i) = self.open.iter().position(|inc| {
@@ -533,9 +539,10 @@ impl Incidents {
             if !inc.opened {
                 continue;
             }
-            if inc.dirty && now >= inc.sent_at.saturating_add(self.cfg.update_interval) {
+            let due = inc.sent_at.saturating_add(self.cfg.update_interval);
+            if inc.dirty && now >= due {
                 inc.dirty = false;
-                inc.sent_at = now;
+                inc.sent_at = due.max(inc.last_change);
                 out.push(inc.notification(IncidentEvent::Updated));
             }
         }
@@ -947,6 +954,7 @@ rules:
             incident: None,
             links: None,
             origins: Vec::new(),
+            at: 0,
         }
     }
 
@@ -1010,19 +1018,27 @@ rules:
             "REDIS (recovered) → DRAIN_FAILED on 3 nodes → DRAIN_STUCK on 3 nodes — 3 nodes, all still affected"
         );
         assert_eq!(n.labels["incident"], id);
-        // Opened once; 12 changes in 4 updates, at most one a minute: the
-        // first join at 11m (the other two wait), the resolve at 20m (with
-        // them), the first stuck node at 21m, the other two at the end.
+        // Opened once; 12 changes in 5 updates, at most one a minute: the
+        // first join at 11m (the other two wait), those two at 12m when
+        // the minute is over (not held until the next change at 20m), the
+        // resolve at 20m, the first stuck node at 21m, the other two at
+        // the end.
         let ev = events(&out);
         assert_eq!(ev[0], (id.clone(), IncidentEvent::Opened));
         assert!(ev[1..]
             .iter()
             .all(|e| e == &(id.clone(), IncidentEvent::Updated)));
-        assert_eq!(ev.len(), 5, "{ev:?}");
+        assert_eq!(ev.len(), 6, "{ev:?}");
         let members = |k: usize| out[k].incident.as_ref().unwrap().chain.len();
+        let resolved =
+            |k: usize| out[k].incident.as_ref().unwrap().chain[0].state == AlertState::Resolved;
         assert_eq!(
-            (members(1), members(2), members(3), members(4)),
-            (2, 4, 5, 7)
+            (members(1), members(2), members(3), members(4), members(5)),
+            (2, 4, 4, 5, 7)
+        );
+        assert!(
+            !resolved(2) && resolved(3),
+            "the 12m update before the resolve"
         );
     }
 

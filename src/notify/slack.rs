@@ -208,6 +208,7 @@ mod tests {
             }),
             links: None,
             origins: Vec::new(),
+            at: 0,
         };
         let text = message(&n).to_string();
         assert!(text.contains("Incident inc-0001 updated"), "{text}");

@@ -200,6 +200,7 @@ mod tests {
             incident: None,
             links: None,
             origins: Vec::new(),
+            at: 0,
         }
     }
 

@@ -727,6 +727,7 @@ rules:
             incident: None,
             links: None,
             origins: Vec::new(),
+            at: 0,
         }
     }
 

@@ -59,6 +59,7 @@ pub fn black_hole(state: sigwatch::alert::AlertState) -> sigwatch::alert::Notifi
         incident: None,
         links: None,
         origins: Vec::new(),
+        at: 0,
     }
 }
 
