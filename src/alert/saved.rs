@@ -208,7 +208,7 @@ impl Alerts {
     /// alerts of old rule `i`: kept as they are under a new index (the rule's
     /// detection is unchanged and so is its detector state), adopted by a
     /// changed rule (firing goes on without a new page and resolves if the
-    /// new detector does not confirm it within [`adoption_grace`]), or
+    /// new detector does not confirm it within [`adoption_grace`](super::adoption_grace)), or
     /// resolved because the rule is gone (a receiver must not keep an alert
     /// nobody will ever resolve). Pending alerts of changed rules are dropped.
     /// `now` is `i64::MIN` when no event was seen yet.

@@ -452,14 +452,11 @@ impl Engine {
         }
         if self.detectors[ri].evaluate_key(key, now, &mut self.statuses) {
             let rule = &self.rules.rules[ri];
-            self.alerts.apply(
-                ri,
-                rule,
-                &self.statuses,
-                self.detectors[ri].as_ref(),
-                now,
-                out,
-            );
+            let det = self.detectors[ri].as_ref();
+            self.alerts.apply(ri, rule, &self.statuses, det, now, out);
+            // A hit that ends the condition (an absence's group is back)
+            // resolves at once when nothing is to be waited for.
+            self.alerts.resolve_key_due(ri, rule, key, det, now, out);
         }
     }
 }

@@ -228,3 +228,141 @@ impl Engine {
         self.decoder.log_input_hints();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::alert::{AlertState, Notification};
+    use crate::source::Source;
+    const S: i64 = 1_000_000_000;
+    /// 2024-05-01T12:00:00Z.
+    const T0: i64 = 1_714_564_800 * S;
+
+    const RULES: &str = r#"novelty: {enabled: false}
+rules:
+  - id: t.absent
+    title: Heartbeat missing
+    severity: warning
+    match: {contains: ["beat"]}
+    group_by: node
+    detect: {absent: {for: 1m}}
+    for: 30s
+  - id: t.persist
+    title: Stuck
+    severity: warning
+    match: {contains: ["waiting"]}
+    group_by: node
+    detect: {persist: {for: 20s, max_gap: 10s}}
+  - id: t.sequence
+    title: Drain failed after shutdown
+    severity: warning
+    match: {contains: ["shutting down"]}
+    group_by: node
+    detect: {sequence: {then: {contains: ["drain failed"]}, within: 1m}}
+  - id: t.share
+    title: Black hole
+    severity: warning
+    match: {contains: ["egress failed"]}
+    group_by: node
+    detect: {share: {window: 1m, min_total: 3, min_share: 0.8, min_groups: 2}}
+    resolve_after: 10s
+"#;
+
+    fn feed(e: &mut crate::engine::Engine, at_s: i64, msg: &str, node: &str) -> Vec<Notification> {
+        let ts = crate::clock::format_rfc3339(T0 + at_s * S);
+        let line = format!(r#"{{"ts":"{ts}","msg":"{msg}","nodeID":"{node}"}}"#);
+        let mut out = Vec::new();
+        e.push_line(&Source::named(node), &line, None, &mut out);
+        out
+    }
+
+    /// (rule, state, the instant it was made, HH:MM:SS).
+    fn said(out: &[Notification]) -> Vec<(String, AlertState, String)> {
+        out.iter()
+            .map(|n| {
+                let at = crate::clock::format_rfc3339(n.at);
+                (n.rule.clone(), n.state, at[11..19].to_string())
+            })
+            .collect()
+    }
+
+    fn fact(rule: &str, state: AlertState, at: &str) -> (String, AlertState, String) {
+        (rule.to_string(), state, at.to_string())
+    }
+
+    #[test]
+    fn an_absence_fires_at_its_instant_when_the_next_line_is_an_hour_later() {
+        let mut e = crate::engine::test_engine(RULES);
+        assert!(feed(&mut e, 0, "beat", "n1").is_empty());
+        // An unrelated line an hour later: the absence began at 12:01:00
+        // and held its 30 s at 12:01:30.
+        let out = feed(&mut e, 3_600, "unrelated", "n2");
+        assert_eq!(
+            said(&out),
+            [fact("t.absent", AlertState::Firing, "12:01:30")]
+        );
+        assert_eq!(out[0].starts_at.as_str(), "2024-05-01T12:01:00.000Z");
+        // The heartbeat comes back: resolved at once.
+        let out = feed(&mut e, 3_700, "beat", "n1");
+        assert_eq!(
+            said(&out),
+            [fact("t.absent", AlertState::Resolved, "13:01:40")]
+        );
+    }
+
+    #[test]
+    fn a_broken_run_resolves_when_its_gap_and_resolve_after_ran_out() {
+        let mut e = crate::engine::test_engine(RULES);
+        let mut out = Vec::new();
+        for s in (0..=30).step_by(5) {
+            out.extend(feed(&mut e, s, "waiting", "n1"));
+        }
+        assert_eq!(
+            said(&out),
+            [fact("t.persist", AlertState::Firing, "12:00:20")]
+        );
+        // Silent after 30 s: broken just past 40 s, resolved 10 s later.
+        let out = feed(&mut e, 7_200, "unrelated", "n2");
+        assert_eq!(
+            said(&out),
+            [fact("t.persist", AlertState::Resolved, "12:00:50")]
+        );
+    }
+
+    #[test]
+    fn a_sequence_completed_again_after_a_gap_is_a_new_episode() {
+        let mut e = crate::engine::test_engine(RULES);
+        let mut out = feed(&mut e, 0, "shutting down", "n1");
+        out.extend(feed(&mut e, 5, "drain failed", "n1"));
+        out.extend(feed(&mut e, 3_600, "shutting down", "n1"));
+        out.extend(feed(&mut e, 3_605, "drain failed", "n1"));
+        assert_eq!(
+            said(&out),
+            [
+                fact("t.sequence", AlertState::Firing, "12:00:05"),
+                fact("t.sequence", AlertState::Resolved, "12:02:05"),
+                fact("t.sequence", AlertState::Firing, "13:00:05"),
+            ]
+        );
+        assert_eq!(out[2].count, 1, "the old completion is not counted again");
+    }
+
+    #[test]
+    fn a_black_hole_clears_when_its_failures_leave_the_window() {
+        let mut e = crate::engine::test_engine(RULES);
+        let mut out = feed(&mut e, 0, "idle", "n2");
+        for s in 1..=4 {
+            out.extend(feed(&mut e, s, "egress failed", "n1"));
+        }
+        assert_eq!(
+            said(&out),
+            [fact("t.share", AlertState::Firing, "12:00:03")]
+        );
+        // The failures at 1 and 2 s leave at 61 and 62 s: 2 < min_total;
+        // resolved 10 s later, whatever comes next and when.
+        let out = feed(&mut e, 10_000, "idle", "n2");
+        assert_eq!(
+            said(&out),
+            [fact("t.share", AlertState::Resolved, "12:01:12")]
+        );
+    }
+}

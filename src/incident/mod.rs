@@ -1207,6 +1207,30 @@ rules:
     }
 
     #[test]
+    fn an_alert_firing_again_after_its_flap_window_opens_a_new_incident_without_a_tick() {
+        // Resolved at 12 min, firing again an hour later, with nothing in
+        // between to tick the tracker: the flap window (5 min) ran out at
+        // 17 min, so the first incident is closed then, not held as a flap.
+        let mut inc = tracker(IncidentConfig::default());
+        let mut out = Vec::new();
+        let first = inc.observe(&alert("disk", "n9", 10, &["n9"]), &mut out);
+        inc.observe(&resolved("disk", "n9", 10, 12), &mut out);
+        let second = inc.observe(&alert("disk", "n9", 72, &["n9"]), &mut out);
+        assert_ne!(first, second);
+        assert_eq!(inc.stats().flaps, 0);
+        let ev: Vec<IncidentEvent> = events(&out).into_iter().map(|e| e.1).collect();
+        assert_eq!(
+            ev,
+            [
+                IncidentEvent::Opened,
+                IncidentEvent::Resolved,
+                IncidentEvent::Opened
+            ]
+        );
+        assert_eq!(out[1].ends_at.as_deref(), Some(at(12).as_str()));
+    }
+
+    #[test]
     fn without_a_flap_window_every_resolution_closes_the_incident() {
         let mut inc = tracker(IncidentConfig {
             flap_window: 0,

@@ -369,6 +369,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_new_episode_goes_out_though_its_resolve_was_replaced() {
+        let (p, d, _) = gated_with_fp1_queued().await;
+        // fp0's page is in flight; it resolves and fires again meanwhile.
+        let mut resolved = note(0);
+        resolved.state = AlertState::Resolved;
+        d.dispatch(resolved).await;
+        let mut again = note(0);
+        again.starts_at = "2024-05-01T13:01:20.000Z".into();
+        d.dispatch(again).await;
+        p.gate.add_permits(100);
+        assert!(d.shutdown(Duration::from_secs(5)).await.is_empty());
+        // The resolve was replaced by the new firing, which takes fp0's
+        // place in the queue: another episode is news and goes out.
+        assert_eq!(
+            p.states(),
+            vec![
+                ("fp0".into(), AlertState::Firing),
+                ("fp0".into(), AlertState::Firing),
+                ("fp1".into(), AlertState::Firing)
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn the_rate_never_exceeds_the_bucket() {
         let p = Probe::new(true);
         let cfg = LaneConfig {

@@ -34,21 +34,20 @@ impl Receipt {
     }
 
     /// Whether a receiver told this already has nothing to learn from `n`:
-    /// the very same notification, or the same state again — firing after
-    /// firing, resolved after resolved, the firing of an episode whose
-    /// resolve it already has, an incident opened or updated after it was
+    /// the very same notification, or the same state again — the firing of
+    /// an episode it was told fires (or already resolved), resolved after
+    /// resolved, an incident opened or updated after it was
     /// opened (an incident id belongs to one episode). That is what a
     /// restart produces when it reads again the lines after its checkpoint:
-    /// the same alerts, though not always byte for byte (evaluation ticks
-    /// fall elsewhere, so counts differ). A repeat and an incident update
-    /// that differ are news and go out.
+    /// the same alerts, though not always byte for byte (counts can differ).
+    /// A firing of another episode (its resolve was replaced before it went
+    /// out), a repeat and an incident update that differ are news and go out.
     pub fn covers(&self, n: &Notification) -> bool {
         if self.key == delivery_key(n) {
             return true;
         }
         match (phase(n), self.phase.as_str()) {
-            ("firing", "firing" | "repeat") => true,
-            ("firing", "resolved") => n.starts_at.as_str() == self.starts_at,
+            ("firing", "firing" | "repeat" | "resolved") => n.starts_at.as_str() == self.starts_at,
             ("resolved", "resolved") => true,
             ("opened", _) => true,
             ("updated", "resolved") => true,
