@@ -18,7 +18,7 @@
 //! the lines that need it.
 
 use super::header::{self, Reference};
-use super::severity::{self, Level};
+use super::severity::{self, Level, Scale};
 use super::time::parse_any;
 use aho_corasick::AhoCorasick;
 use serde_json::{Map, Value};
@@ -44,6 +44,9 @@ const TIME: &[&str] = &[
     "observedtimeunixnano",
     "observedtimestamp",
     "lasttimestamp",
+    "timecreated",
+    "eventtime",
+    "timegenerated",
 ];
 
 /// Level keys. `severitynumber` last: a number on OpenTelemetry's scale,
@@ -61,6 +64,8 @@ const LEVEL: &[&str] = &[
     "levelstr",
     "s",
     "severitynumber",
+    "levelno",
+    "levelvalue",
 ];
 
 /// Message keys. `@mt`/`messagetemplate` (a template) after the rendered
@@ -163,7 +168,42 @@ pub fn json_time(m: &Map<String, Value>, reference: Option<i64>) -> Option<i64> 
 
 /// The level of a JSON object by any usual spelling.
 pub fn json_level(m: &Map<String, Value>) -> Option<Level> {
-    find(m, Role::Level, &|k, v| level_value(k, v, 0))
+    // A Windows event (Get-WinEvent, NXLog, Event Viewer exports) writes
+    // its level as a number on Windows' own scale.
+    let windows = m
+        .keys()
+        .any(|k| WINDOWS_KEYS.iter().any(|w| same_name(k, w)));
+    find(m, Role::Level, &|k, v| level_value(k, v, 0, windows))
+}
+
+/// Keys only a Windows event record has: its numeric `Level` is on
+/// [`Scale::Windows`].
+const WINDOWS_KEYS: &[&str] = &[
+    "eventid",
+    "eventrecordid",
+    "providername",
+    "leveldisplayname",
+];
+
+/// The scale a number under level key `key` is on.
+fn key_scale(key: &str, windows: bool) -> Option<Scale> {
+    Some(if same_name(key, "severitynumber") {
+        Scale::OpenTelemetry
+    } else if same_name(key, "levelno") || same_name(key, "no") {
+        Scale::Python
+    } else if same_name(key, "levelvalue") {
+        Scale::Java
+    } else if same_name(key, "priority") {
+        Scale::Syslog
+    } else if windows && same_name(key, "level") {
+        Scale::Windows
+    } else if same_name(key, "s") {
+        // `s` is a level name only (`{"s":"ERROR"}`), a number there is
+        // something else.
+        return None;
+    } else {
+        Scale::Pino
+    })
 }
 
 /// The message of a JSON object by any usual spelling.
@@ -206,34 +246,31 @@ fn stamp(s: &str, reference: Option<i64>) -> Option<i64> {
     })
 }
 
-/// A level value: a name, a number on the key's scale, or an object holding
-/// the name (`{"Name":"DEBUG"}`, loguru's `{"name":"ERROR","no":40}`).
-fn level_value(key: &str, v: &Value, depth: u8) -> Option<Level> {
-    match v {
-        Value::String(s) => severity::value(s),
-        Value::Number(n) if same_name(key, "severitynumber") => n.as_u64().and_then(otel_number),
-        Value::Number(_) if same_name(key, "s") => None,
-        Value::Number(n) => severity::value(&n.to_string()),
-        Value::Object(o) if depth < 2 => ["name", "level", "value", "no"].iter().find_map(|name| {
-            o.iter()
-                .find(|(k, _)| same_name(k, name))
-                .and_then(|(k, v)| level_value(k, v, depth + 1))
-        }),
-        _ => None,
+/// A level written as text under a key whose numbers are on `scale`: a
+/// number on that scale, else a name.
+fn scaled(scale: Option<Scale>, v: &str) -> Option<Level> {
+    match scale {
+        Some(scale) if scale != Scale::Pino => match v.trim().parse::<i64>() {
+            Ok(n) => scale.level(n),
+            Err(_) => Level::parse(v),
+        },
+        _ => severity::value(v),
     }
 }
 
-/// OpenTelemetry's `SeverityNumber`: 1–4 trace, 5–8 debug, 9–12 info,
-/// 13–16 warn, 17–20 error, 21–24 fatal.
-pub fn otel_number(n: u64) -> Option<Level> {
-    Some(match n {
-        1..=8 => Level::Debug,
-        9..=12 => Level::Info,
-        13..=16 => Level::Warn,
-        17..=20 => Level::Error,
-        21..=24 => Level::Fatal,
-        _ => return None,
-    })
+/// A level value: a name, a number on the key's scale, or an object holding
+/// the name (`{"Name":"DEBUG"}`, loguru's `{"name":"ERROR","no":40}`).
+fn level_value(key: &str, v: &Value, depth: u8, windows: bool) -> Option<Level> {
+    match v {
+        Value::String(s) => scaled(key_scale(key, windows), s),
+        Value::Number(n) => key_scale(key, windows)?.level(n.as_i64()?),
+        Value::Object(o) if depth < 2 => ["name", "level", "value", "no"].iter().find_map(|name| {
+            o.iter()
+                .find(|(k, _)| same_name(k, name))
+                .and_then(|(k, v)| level_value(k, v, depth + 1, windows))
+        }),
+        _ => None,
+    }
 }
 
 /// A message value: a string, or an OTLP `AnyValue` (`{"stringValue":…}`).
@@ -270,13 +307,7 @@ pub fn pairs_time(pairs: &[(String, String)], reference: Option<i64>) -> Option<
 
 /// The level of logfmt pairs by any usual spelling.
 pub fn pairs_level(pairs: &[(String, String)]) -> Option<Level> {
-    pair(pairs, Role::Level).find_map(|(k, v)| {
-        if same_name(k, "severitynumber") {
-            v.parse().ok().and_then(otel_number)
-        } else {
-            severity::value(v)
-        }
-    })
+    pair(pairs, Role::Level).find_map(|(k, v)| scaled(key_scale(k, false), v))
 }
 
 /// The message of logfmt pairs by any usual spelling.
@@ -470,6 +501,48 @@ mod tests {
             (
                 "GELF",
                 r#"{"version":"1.1","host":"h","short_message":"boom","timestamp":1717073413.457,"level":3}"#,
+                Some(T),
+                Some(Level::Error),
+                Some("boom"),
+            ),
+            (
+                "Windows event (Get-WinEvent | ConvertTo-Json): 3 is a warning",
+                r#"{"Id":1014,"Level":3,"ProviderName":"Microsoft-Windows-DNS-Client","LogName":"System","TimeCreated":"2024-05-30T12:50:13.457Z","Message":"Name resolution for the name wpad timed out"}"#,
+                Some(T),
+                Some(Level::Warn),
+                Some("Name resolution for the name wpad timed out"),
+            ),
+            (
+                "Windows event, information is 4 (syslog's 4 would be a warning)",
+                r#"{"EventID":7036,"Level":4,"Channel":"System","TimeCreated":"2024-05-30T12:50:13.457Z","Message":"The Windows Update service entered the running state."}"#,
+                Some(T),
+                Some(Level::Info),
+                Some("The Windows Update service entered the running state."),
+            ),
+            (
+                "Python logging, the number only",
+                r#"{"timestamp":1717073413.457,"levelno":40,"msg":"boom"}"#,
+                Some(T),
+                Some(Level::Error),
+                Some("boom"),
+            ),
+            (
+                "java.util.logging's value",
+                r#"{"timestamp":"2024-05-30T12:50:13.457Z","levelValue":900,"message":"pool nearly exhausted"}"#,
+                Some(T),
+                Some(Level::Warn),
+                Some("pool nearly exhausted"),
+            ),
+            (
+                "journald's PRIORITY as text",
+                r#"{"time":"2024-05-30T12:50:13.457Z","PRIORITY":"3","MESSAGE":"Failed to start unit"}"#,
+                Some(T),
+                Some(Level::Error),
+                Some("Failed to start unit"),
+            ),
+            (
+                "pino",
+                r#"{"level":50,"time":1717073413457,"pid":7,"hostname":"h","msg":"boom"}"#,
                 Some(T),
                 Some(Level::Error),
                 Some("boom"),

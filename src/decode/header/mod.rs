@@ -201,7 +201,13 @@ pub fn read(text: &str, reference: Option<i64>) -> Header {
 pub fn read_at(text: &str, reference: Reference) -> Header {
     let mut w = Walker::new(text.as_bytes(), reference);
     w.walk(0);
-    w.finish(true)
+    let mut h = w.finish(true);
+    if h.level.is_none() {
+        // Devices that write the severity as a number in a tag of the
+        // message (`%LINK-3-UPDOWN:`, CEF's header).
+        h.level = severity::tag(text.as_bytes().get(h.body..).unwrap_or_default());
+    }
+    h
 }
 
 /// A stamp at the very start of `text` followed by one space, the way
@@ -669,6 +675,38 @@ mod tests {
             level: Some(Level::Warn),
             message: "disk 91% full",
             parts: &[],
+        },
+        Case {
+            name: "NX-OS: the severity in the tag, which stays in the message",
+            line: "May 07 10:55:53 N7K-core-2 %ETHPORT-3-IF_DOWN_ERROR_DISABLED: Interface Ethernet3/1 is down (Error disabled)",
+            time: Some("2024-05-07T10:55:53.000Z"),
+            level: Some(Level::Error),
+            message: "%ETHPORT-3-IF_DOWN_ERROR_DISABLED: Interface Ethernet3/1 is down (Error disabled)",
+            parts: &[("host", "N7K-core-2")],
+        },
+        Case {
+            name: "IOS through a relay: sequence number and device clock before the tag",
+            line: "May 07 10:55:53 10.20.0.1 88412: *May  7 10:55:53.112: %LINK-5-CHANGED: Interface Gi0/2, changed state to administratively down",
+            time: Some("2024-05-07T10:55:53.000Z"),
+            level: Some(Level::Info),
+            message: "*May  7 10:55:53.112: %LINK-5-CHANGED: Interface Gi0/2, changed state to administratively down",
+            parts: &[("host", "10.20.0.1")],
+        },
+        Case {
+            name: "ASA without a header",
+            line: "%ASA-2-106001: Inbound TCP connection denied from 198.51.100.4/4711 to 10.0.0.5/22 flags SYN on interface outside",
+            time: None,
+            level: Some(Level::Fatal),
+            message: "%ASA-2-106001: Inbound TCP connection denied from 198.51.100.4/4711 to 10.0.0.5/22 flags SYN on interface outside",
+            parts: &[],
+        },
+        Case {
+            name: "CEF after a syslog header",
+            line: "May 07 10:55:53 udm-1 CEF:0|Ubiquiti|UniFi Network|9.4.19|201|Threat Detected and Blocked|7|proto=TCP src=10.9.8.7",
+            time: Some("2024-05-07T10:55:53.000Z"),
+            level: Some(Level::Error),
+            message: "CEF:0|Ubiquiti|UniFi Network|9.4.19|201|Threat Detected and Blocked|7|proto=TCP src=10.9.8.7",
+            parts: &[("host", "udm-1")],
         },
         Case {
             name: "a panic",

@@ -5,7 +5,7 @@ use super::stamp::stamp_at;
 use super::token::{caller_like, is_space};
 use super::walk::Walker;
 use super::{Kind, Part, Reference};
-use crate::decode::severity::Level;
+use crate::decode::severity::{self, Level};
 
 impl Walker<'_> {
     /// After a syslog stamp: `host prog[pid]: ` (the host may be absent),
@@ -59,7 +59,16 @@ impl Walker<'_> {
             self.h.push(Part::Host, a, e);
         }
         self.h.kind = Kind::Syslog;
-        let Some(colon) = colon.filter(|c| *c > prog_start) else {
+        // A device's severity tag where the program would be (`N7K
+        // %ETHPORT-5-IF_DOWN: …`): it names the event, so it stays in the
+        // message, and it gives the level.
+        let device_tag = colon.and_then(|c| severity::device_tag(&b[prog_start..c + 1]));
+        if let Some(l) = device_tag {
+            if self.h.level.is_none() {
+                self.h.level = Some(l);
+            }
+        }
+        let Some(colon) = colon.filter(|c| *c > prog_start && device_tag.is_none()) else {
             // No program tag: the message follows the host.
             self.commit(host.map_or(i, |(_, e)| e));
             self.h.inner = self.skip_spaces(self.committed);
@@ -94,6 +103,11 @@ impl Walker<'_> {
                 }
             }
             self.committed = inner_start + ih.body;
+        }
+        if self.h.level.is_none() {
+            // A sequence number or a device's clock before its tag
+            // (`1234: *Jan 14 19:06:02.123: %LINK-3-UPDOWN: …`).
+            self.h.level = severity::tag(b.get(self.committed..).unwrap_or_default());
         }
         // A message without a priority is user.notice (RFC 3164 §4.3.3:
         // a relay gives it PRI 13), and notice reads as info.
