@@ -165,7 +165,8 @@ def perturb(raw_lines, rows, p, seed):
             after = content[b + 1] if b + 1 < len(content) else " "
             whole = left in " ([<=\"'#" and (right in " )]>,\"';#" or (right in ".:" and after == " "))
             if v and " " not in v and whole and rnd.random() < p:
-                numeric = re.fullmatch(r"[-+]?[0-9][0-9.,]*|0x[0-9a-fA-F]+", v) is not None
+                # Hex without `0x` (`003a90fc`, a digest) is a number too.
+                numeric = re.fullmatch(r"[-+]?[0-9][0-9.,]*|0x[0-9a-fA-F]+|(?=[a-fA-F]*[0-9])[0-9a-fA-F]{4,}", v) is not None
                 v = rnd.choice(NUMBERS if numeric else NAMES)
             pieces.append(v)
             last = b

@@ -107,6 +107,11 @@ impl Miner {
             if !bare && !keyed(&t.tokens[q]) {
                 continue;
             }
+            // Words are taken into a bare variable only where words
+            // proved it.
+            if t.tokens[q] == WILDCARD && !self.word_fits(t, &t.tokens, q) {
+                continue;
+            }
             let company = if q == 0 { MIN_SHARED_FIRST } else { MIN_SHARED };
             if literals < company {
                 continue;
@@ -136,12 +141,12 @@ impl Miner {
         if found.is_empty() {
             return id;
         }
-        let tokens = t.tokens.clone();
+        let (tokens, words) = (t.tokens.clone(), t.words);
         let mut group: Vec<u64> = found.iter().map(|(o, _)| *o).collect();
         group.push(id);
         group.sort_unstable();
         group.dedup();
-        self.fold(&group, tokens).unwrap_or(id)
+        self.fold(&group, tokens, words).unwrap_or(id)
     }
 
     /// Merges templates that differ in position `q` only into the oldest,
@@ -167,12 +172,15 @@ impl Miner {
         };
         for &id in group.iter().filter(|&&id| id != survivor) {
             if let Some(t) = self.templates.remove(&id) {
+                merged.words |= t.words;
                 self.absorb(&mut merged, &t);
                 self.lru.pop(&id);
                 self.aliases.put(id, survivor);
                 self.merged += 1;
             }
         }
+        // Distinct words made the position a variable: it takes words.
+        merged.words |= 1u64 << q;
         // Values of one key vary: the key stays (`user=<*>`); so does the
         // frame of bracketed words (`(<*>).`).
         let keyed = merged.tokens.get(q).and_then(|t| framed_wild(t));
@@ -200,6 +208,7 @@ impl Miner {
         for twin in twins {
             self.unregister(twin);
             if let Some(t) = self.templates.remove(&twin) {
+                merged.words |= t.words;
                 self.absorb(&mut merged, &t);
                 self.lru.pop(&twin);
                 self.aliases.put(twin, survivor);
@@ -278,6 +287,9 @@ impl Miner {
                         .all(|(i, (a, b))| {
                             if mask & (1u64 << i) != 0 {
                                 fits_frame(b, a)
+                                    && (is_wild(a)
+                                        || b != WILDCARD
+                                        || self.word_fits(t, &t.tokens, i))
                             } else {
                                 a == b
                             }
@@ -288,17 +300,17 @@ impl Miner {
         if fitting.is_empty() {
             return id;
         }
-        let tokens = t.tokens.clone();
+        let (tokens, words) = (t.tokens.clone(), t.words);
         let mut group = fitting;
         group.push(id);
         group.sort_unstable();
-        self.fold(&group, tokens).unwrap_or(id)
+        self.fold(&group, tokens, words).unwrap_or(id)
     }
 
     /// Folds the templates of `group` (sorted, deduplicated) into its
     /// oldest, which takes `tokens`; the others' ids answer to it through
     /// the alias table. The survivor, None if it was gone.
-    pub(super) fn fold(&mut self, group: &[u64], tokens: Vec<String>) -> Option<u64> {
+    pub(super) fn fold(&mut self, group: &[u64], tokens: Vec<String>, words: u64) -> Option<u64> {
         let survivor = *group.first()?;
         for &g in group {
             self.unregister(g);
@@ -313,6 +325,7 @@ impl Miner {
             }
         }
         merged.tokens = tokens;
+        merged.words = words;
         self.templates.insert(survivor, merged);
         self.lru.promote(&survivor);
         self.register(survivor);

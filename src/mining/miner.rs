@@ -43,6 +43,16 @@ pub(super) fn value_word_key(tok: &str) -> Option<u64> {
     Some(h.finish())
 }
 
+/// The positions of `tokens` that hold a word (no variable), a bit each.
+pub(super) fn word_mask(tokens: &[String]) -> u64 {
+    tokens
+        .iter()
+        .enumerate()
+        .take(64)
+        .filter(|(_, t)| !is_wild(t))
+        .fold(0u64, |m, (i, _)| m | (1u64 << i))
+}
+
 /// The same for the first word, which names the event more often than not
 /// (`boot (command <*>)`, `wait (command <*>)` are two events).
 pub(super) const MIN_SHARED_FIRST: usize = 3;
@@ -78,6 +88,23 @@ pub struct Miner {
     pub(super) value_words: HashSet<u64>,
     /// Value words learned since the templates were last revisited.
     pub(super) new_value_words: Vec<u64>,
+    /// Words seen before a variable that took words (`user` of `session
+    /// closed for user <*>` once `root`, `cyrus`, `news` … stood there): a
+    /// word after one of them is a value wherever a variable stands, even
+    /// one that so far held numbers only (`invalid user admin` beside
+    /// `invalid user 1234`).
+    pub(super) name_words: HashSet<u64>,
+}
+
+impl Miner {
+    /// Whether a word at position `q` of `tokens` may fill a bare
+    /// variable of template `t` there: the variable took words, or the
+    /// word before it introduces names.
+    pub(super) fn word_fits(&self, t: &Template, tokens: &[String], q: usize) -> bool {
+        t.words & (1u64 << q) != 0
+            || (q > 0
+                && value_word_key(&tokens[q - 1]).is_some_and(|k| self.name_words.contains(&k)))
+    }
 }
 
 impl Miner {
@@ -97,6 +124,7 @@ impl Miner {
             aliases: LruCache::with_hasher(cap, FxBuildHasher),
             value_words: HashSet::default(),
             new_value_words: Vec::new(),
+            name_words: HashSet::default(),
             next_id: 1,
             evicted: 0,
             merged: 0,
@@ -175,7 +203,7 @@ impl Miner {
         }
         let mut tokens = std::mem::take(&mut self.scratch);
         tokenize_into(message, &mut tokens);
-        let sighting = self.add_tokens(tokens.as_slice(), time, level);
+        let sighting = self.add_tokens(tokens.as_slice(), tokens.names, time, level);
         self.scratch = tokens;
         if self.cache.len() >= MESSAGE_CACHE {
             self.cache.clear();
@@ -212,7 +240,8 @@ impl Miner {
     /// The template whose tokens are `tokens`, or whose tokens outside its
     /// wildcards are.
     pub(super) fn find(&self, tokens: &[String]) -> Option<u64> {
-        if let Some(id) = self.find_shape(tokens) {
+        let words = word_mask(tokens);
+        if let Some(id) = self.find_shape(tokens, words) {
             return Some(id);
         }
         // A `key=word` joins a template that has `key=<*>` there, a
@@ -227,7 +256,7 @@ impl Miner {
                 probe = tokens.to_vec();
             }
             let old = std::mem::replace(&mut probe[q], keyed);
-            if let Some(id) = self.find_shape(&probe) {
+            if let Some(id) = self.find_shape(&probe, words) {
                 return Some(id);
             }
             probe[q] = old;
@@ -258,15 +287,17 @@ impl Miner {
                 .filter(|(i, _)| *i != q)
                 .map(|(_, t)| t.clone())
                 .collect();
-            if let Some(id) = self.find_shape(&joined) {
+            if let Some(id) = self.find_shape(&joined, word_mask(&joined)) {
                 return Some(id);
             }
         }
         None
     }
 
-    /// [`Miner::find`] for the tokens as they are.
-    pub(super) fn find_shape(&self, tokens: &[String]) -> Option<u64> {
+    /// [`Miner::find`] for the tokens as they are; `words` marks the
+    /// positions where the message has a word (a template's variable there
+    /// must have taken words, see [`Template::words`]).
+    pub(super) fn find_shape(&self, tokens: &[String], words: u64) -> Option<u64> {
         let h = hash_blanked(tokens, 0, None);
         if let Some(ids) = self.exact.get(&h) {
             if let Some(&id) = ids
@@ -291,10 +322,17 @@ impl Miner {
                 // A template of variables only takes messages of variables
                 // only (its exact twin), never a word.
                 let literal = t.tokens.iter().any(|x| !is_wild(x));
+                // A word fits a bare variable only where words proved it
+                // (a framed one, `key=<*>`, `(<*>)`, takes any: its frame
+                // says it holds values).
                 let fits = literal
                     && t.tokens.iter().zip(tokens).enumerate().all(|(i, (a, b))| {
-                        if mask & (1u64 << i) != 0 {
+                        let bit = 1u64 << i;
+                        if mask & bit != 0 {
                             fits_frame(a, b)
+                                && (words & bit == 0
+                                    || a != WILDCARD
+                                    || self.word_fits(t, tokens, i))
                         } else {
                             a == b
                         }
@@ -308,13 +346,20 @@ impl Miner {
         best.map(|(_, id)| id)
     }
 
+    /// Finds or founds the template of `tokens`; `names` marks their
+    /// variables masked from names ([`Tokens::names`]).
     pub(super) fn add_tokens(
         &mut self,
         tokens: &[String],
+        names: u64,
         time: i64,
         level: Option<Level>,
     ) -> Sighting {
         if let Some(id) = self.find(tokens) {
+            if let Some(t) = self.templates.get_mut(&id) {
+                // Names in its variables: words may stand there too.
+                t.words |= names & mask_of(&t.tokens);
+            }
             if let Some(s) = self.seen_again(id, time, level) {
                 return s;
             }
@@ -338,6 +383,7 @@ impl Miner {
                 first_seen: time,
                 last_seen: time,
                 levels,
+                words: names & mask_of(tokens),
             },
         );
         self.lru.put(id, ());
@@ -383,6 +429,9 @@ impl Miner {
                 if let Some(k) = value_word_key(&tokens[i - 1]) {
                     if self.value_words.insert(k) {
                         self.new_value_words.push(k);
+                    }
+                    if t.words & (1u64 << i) != 0 && tokens[i] == WILDCARD {
+                        self.name_words.insert(k);
                     }
                 }
             }
@@ -449,6 +498,7 @@ impl Miner {
                 first_seen: t.first_seen,
                 last_seen: t.last_seen,
                 levels: t.levels,
+                words: t.words,
             })
             .collect();
         templates.sort_by_key(|t| t.id);
@@ -488,6 +538,7 @@ impl Miner {
                     first_seen: t.first_seen,
                     last_seen: t.last_seen,
                     levels: t.levels,
+                    words: t.words,
                 },
             );
             m.lru.put(t.id, ());

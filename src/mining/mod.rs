@@ -147,6 +147,14 @@ pub struct Template {
     pub last_seen: i64,
     /// Messages by level.
     pub levels: LevelCounts,
+    /// The variable positions that took words: a bit per position whose
+    /// variable was proved by distinct words there (or took such
+    /// templates in). Only these take a word of a new message; a variable
+    /// that only ever held values (numbers, addresses, paths — masked by
+    /// their shape) does not make a name in its place part of the event:
+    /// `connect to redis failed` is not `connect to <*> failed` of
+    /// addresses until words vary there too.
+    pub words: u64,
 }
 
 impl Template {
@@ -215,6 +223,14 @@ pub struct TemplateState {
     pub last_seen: i64,
     /// Messages by level.
     pub levels: LevelCounts,
+    /// [`Template::words`]; a state saved before it existed takes words
+    /// at every variable, as its miner did.
+    #[serde(default = "every_position")]
+    pub words: u64,
+}
+
+fn every_position() -> u64 {
+    u64::MAX
 }
 
 /// Errors loading a miner.
@@ -328,6 +344,15 @@ mod tests {
                 "Failed password for root from 183.62.140.253 port 54447 ssh2 over ipv6 worker42",
                 "Failed password for root from <*> port <*> ssh2 over ipv6 <*>",
             ),
+            // A device's severity tag names the event.
+            (
+                "%LINK-3-UPDOWN: Interface GigabitEthernet0/1, changed state to down",
+                "%LINK-3-UPDOWN: Interface <*>, changed state to down",
+            ),
+            (
+                "%ASA-4-106023: Deny tcp src outside:192.0.2.7/4711",
+                "%ASA-4-106023: Deny tcp src <*>",
+            ),
         ];
         for (line, want) in rows {
             assert_eq!(masked(line), want, "{line}");
@@ -380,6 +405,19 @@ mod tests {
         assert_eq!(m.len(), 1);
         // Another key is another event.
         assert_ne!(m.lookup("session opened for group=wheel by (uid=0)"), id);
+        // An empty value is the same event without the value, in either
+        // order.
+        assert_eq!(m.lookup("session opened for user= by (uid=0)"), id);
+        let mut m = miner();
+        let empty = m.add("check pass; logname= uid=0 tty=ssh", 1, None).id;
+        let valued = m
+            .add("check pass; logname=alice7 uid=0 tty=ssh", 2, None)
+            .id;
+        assert_eq!(m.canonical(empty), m.canonical(valued));
+        assert_eq!(m.len(), 1);
+        // Another constant word is another event.
+        let other = m.add("check fail; logname= uid=0 tty=ssh", 3, None);
+        assert!(other.created);
     }
 
     #[test]
@@ -448,8 +486,13 @@ mod tests {
             assert_eq!(m.len(), 1);
         }
         // A constant bracketed word after a variable stays a literal of
-        // its template.
+        // its template. (`user` introduces names: `root`, `cyrus`, `news`
+        // and `games` stood after it; without that, `admin` where only a
+        // number stood would be an event of its own.)
         let mut m = miner();
+        for w in ["root", "cyrus", "news", "games"] {
+            m.add(&format!("session closed for user {w}"), 0, None);
+        }
         let a = m
             .add(
                 "input_userauth_request: invalid user admin [preauth]",
@@ -731,6 +774,83 @@ mod tests {
         }
         let entries = m.exact.len() + m.masked.len() + m.siblings.len();
         assert!(entries <= 3 * (MAX_TOKENS + 2), "{entries}");
+    }
+
+    #[test]
+    fn a_name_where_only_values_stood_is_a_new_event_until_names_vary_there() {
+        let mut m = miner();
+        let addr = m.add("connect to 10.0.0.1 failed: refused", 1, None).id;
+        assert_eq!(
+            m.add("connect to 10.0.0.2 failed: refused", 2, None).id,
+            addr
+        );
+        // A word in a place that only held addresses names something else.
+        let redis = m.add("connect to redis failed: refused", 3, None);
+        assert!(redis.created, "a name is no address: a new event");
+        assert_ne!(redis.id, addr);
+        // The same name again is that event.
+        assert_eq!(
+            m.add("connect to redis failed: refused", 4, None).id,
+            redis.id
+        );
+        // Many distinct names there prove the place a variable: they and
+        // the addresses' template become one.
+        for w in ["postgres", "kafka", "minio", "vault"] {
+            m.add(&format!("connect to {w} failed: refused"), 5, None);
+        }
+        let all = m.canonical(addr);
+        assert_eq!(m.canonical(redis.id), all);
+        assert_eq!(m.add("connect to etcd failed: refused", 6, None).id, all);
+        assert_eq!(
+            m.add("connect to 10.0.0.9 failed: refused", 7, None).id,
+            all
+        );
+
+        // Where host names (a value that reads as a name) stood, a plain
+        // word is one of them.
+        let mut m = miner();
+        let host = m.add("lookup db01.example.net timed out", 1, None).id;
+        let word = m.add("lookup localhost timed out", 2, None);
+        assert_eq!(word.id, host);
+        assert!(!word.created);
+        // In either order.
+        let mut m = miner();
+        let word = m.add("lookup localhost timed out", 1, None).id;
+        let host = m.add("lookup db01.example.net timed out", 2, None).id;
+        assert_eq!(m.canonical(word), host);
+        assert_eq!(m.add("lookup gateway timed out", 3, None).id, host);
+
+        // Framed values (`key=<*>`) take words as before: the key says it
+        // holds a value.
+        let mut m = miner();
+        let kv = m.add("auth failed rhost=10.1.2.3 user=user_42", 1, None).id;
+        assert_eq!(
+            m.add("auth failed rhost=10.1.2.4 user=root", 2, None).id,
+            kv
+        );
+    }
+
+    #[test]
+    fn a_state_saved_before_word_evidence_keeps_matching_as_it_did() {
+        let mut m = miner();
+        m.add("connect to 10.0.0.1 failed: refused", 1, None);
+        let mut st = m.state();
+        for t in &mut st.templates {
+            t.words = u64::MAX;
+        }
+        let json = serde_json::to_string(&st).unwrap();
+        // An older file has no `words`: every variable takes words.
+        let old = json.replace(&format!(",\"words\":{}", u64::MAX), "");
+        assert!(!old.contains("words"), "{old}");
+        let back: MinerState = serde_json::from_str(&old).unwrap();
+        let mut r = Miner::restore(&back, MinerConfig::default());
+        let s = r.add("connect to redis failed: refused", 2, None);
+        assert!(!s.created);
+        // A state saved now keeps what each variable learned.
+        let mut m = miner();
+        m.add("connect to 10.0.0.1 failed: refused", 1, None);
+        let mut r = Miner::restore(&m.state(), MinerConfig::default());
+        assert!(r.add("connect to redis failed: refused", 2, None).created);
     }
 
     #[test]

@@ -56,7 +56,10 @@ pub(super) fn is_variable(core: &str) -> bool {
         // A short word with one digit is a name, not a value: ssh2,
         // ipv6, http2, k8s, s3.
         let name = digits == 1 && b.len() <= 6 && b[0].is_ascii_alphabetic() && alnum;
-        return !name;
+        // A device's message tag names its event (`%LINK-3-UPDOWN`,
+        // `%ASA-4-106023`), digits and all.
+        let tag = b[0] == b'%' && crate::decode::severity::device_tag(b).is_some();
+        return !(name || tag);
     }
     if alnum {
         // Hex without a digit (`deadbeef`), 8 characters or more.
@@ -419,6 +422,19 @@ pub(super) fn may_start_stamp(tok: &[u8]) -> bool {
     }
 }
 
+/// Whether a masked value reads as a name rather than a number: it has a
+/// letter other than hex digits and `x` (`ns.example.com`, `/var/log/a`,
+/// `node-140`, `250ms`; not `0x1F`, `10.0.0.1:22`, `2.5`).
+fn names_something(tok: &[u8]) -> bool {
+    let value = match memchr::memchr(b'=', tok) {
+        Some(eq) => &tok[eq + 1..],
+        None => tok,
+    };
+    value
+        .iter()
+        .any(|c| c.is_ascii_alphabetic() && !c.is_ascii_hexdigit() && !matches!(c, b'x' | b'X'))
+}
+
 /// Where a `key="quoted value"` that spans spaces ends (after its closing
 /// quote), if the token at `i` starts one.
 pub(super) fn quoted_value_end(b: &[u8], i: usize, end: usize) -> Option<usize> {
@@ -457,11 +473,27 @@ pub fn tokenize(message: &str) -> Vec<String> {
 pub(super) struct Tokens {
     pub(super) bufs: Vec<String>,
     pub(super) len: usize,
+    /// The variables masked from a value that reads as a name (it has
+    /// letters: a path, a host, an ID), a bit per position: their place
+    /// may hold a plain word too ([`super::Template::words`]); a variable
+    /// of numbers only does not.
+    pub(super) names: u64,
 }
 
 impl Tokens {
     pub(super) fn clear(&mut self) {
         self.len = 0;
+        self.names = 0;
+    }
+
+    /// The last token goes; its variable joins the one before it.
+    fn join_last(&mut self) {
+        let n = self.len;
+        if (2..=64).contains(&n) && self.names & (1u64 << (n - 1)) != 0 {
+            self.names &= !(1u64 << (n - 1));
+            self.names |= 1u64 << (n - 2);
+        }
+        self.len -= 1;
     }
 
     /// A new, empty last token.
@@ -521,6 +553,9 @@ pub(super) fn tokenize_into(message: &str, out: &mut Tokens) {
                     end = e;
                 }
                 mask_token(&text[i..end], slot);
+                if is_wild(slot) && names_something(&b[i..end]) && out.len <= 64 {
+                    out.names |= 1u64 << (out.len - 1);
+                }
                 i = end;
             }
         }
@@ -542,7 +577,7 @@ pub(super) fn tokenize_into(message: &str, out: &mut Tokens) {
             let tail = tok.trim_start_matches(|c: char| !is_punct(c) || c == '(' || c == '[');
             let keep = (tok != WILDCARD && tail.ends_with([',', ':', ';']))
                 .then(|| tail.as_bytes()[tail.len() - 1] as char);
-            out.len -= 1;
+            out.join_last();
             if let Some(c) = keep {
                 out.bufs[n - 2].push(c);
             }
@@ -552,7 +587,7 @@ pub(super) fn tokenize_into(message: &str, out: &mut Tokens) {
         if let Some(rest) = tok.strip_prefix(WILDCARD) {
             if !rest.is_empty() && rest.chars().all(is_punct) {
                 out.bufs.swap(n - 2, n - 1);
-                out.len -= 1;
+                out.join_last();
             }
         }
     }

@@ -112,7 +112,10 @@ pub(super) fn fits_frame(tmpl: &str, tok: &str) -> bool {
     }
     match tmpl.split_once(WILDCARD) {
         Some((pre, post)) => {
-            tok.len() > pre.len() + post.len() && tok.starts_with(pre) && tok.ends_with(post)
+            // A key's value may be empty (`logname=` beside
+            // `logname=root`): the same event without the value.
+            let least = pre.len() + post.len() + usize::from(!pre.ends_with('='));
+            tok.len() >= least && tok.starts_with(pre) && tok.ends_with(post)
         }
         None => false,
     }

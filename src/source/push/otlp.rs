@@ -16,7 +16,6 @@
 //! when the body does not say its own.
 
 use super::{line_text, Decoded, Entry, PushError};
-use crate::decode::severity::Scale;
 use prost::Message;
 
 #[derive(Clone, PartialEq, Message)]
@@ -240,6 +239,19 @@ fn record(lr: LogRecord) -> Record {
     }
 }
 
+/// The level a `severity_number` names (the spec's ranges).
+fn severity_name(n: i32) -> Option<&'static str> {
+    Some(match n {
+        1..=4 => "trace",
+        5..=8 => "debug",
+        9..=12 => "info",
+        13..=16 => "warn",
+        17..=20 => "error",
+        21..=24 => "fatal",
+        _ => return None,
+    })
+}
+
 /// The Loki-style label name of an attribute (`.` → `_`), and the short
 /// name the Loki source and the kubelet paths use, for the well-known ones.
 fn label_names(key: &str) -> (String, Option<&'static str>) {
@@ -271,10 +283,7 @@ fn add(d: &mut Decoded, resource: &[(String, String)], scope: &[(String, String)
     labels.dedup_by(|a, b| a.0 == b.0);
     let mut metadata = r.fields;
     let level = if r.severity_text.is_empty() {
-        // The spec's ranges, on the one severity table.
-        Scale::OpenTelemetry
-            .level(i64::from(r.severity_number))
-            .map(|l| l.as_str().to_string())
+        severity_name(r.severity_number).map(str::to_string)
     } else {
         Some(r.severity_text.to_ascii_lowercase())
     };
