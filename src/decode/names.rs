@@ -163,7 +163,18 @@ fn find<T>(
 
 /// The event time of a JSON object by any usual spelling.
 pub fn json_time(m: &Map<String, Value>, reference: Option<i64>) -> Option<i64> {
-    find(m, Role::Time, &|_, v| time_value(v, reference, 0))
+    find(m, Role::Time, &|_, v| time_value(v, reference, 0)).or_else(|| {
+        // A key no table names but that says what it holds
+        // (Cloudflare's `EdgeStartTimestamp`, `requestTimestamp`): a
+        // start before an end.
+        let mut keys: Vec<(&String, &Value)> = m
+            .iter()
+            .filter(|(k, _)| k.len() <= 32 && k.to_ascii_lowercase().ends_with("timestamp"))
+            .collect();
+        keys.sort_by_key(|(k, _)| !k.to_ascii_lowercase().contains("start"));
+        keys.into_iter()
+            .find_map(|(_, v)| time_value(v, reference, 0))
+    })
 }
 
 /// The level of a JSON object by any usual spelling.
@@ -380,7 +391,7 @@ static HINTS: LazyLock<Hints> = LazyLock::new(|| {
             .ok()
     };
     Hints {
-        time: build(&["time", "date", "instant"]),
+        time: build(&["time", "date", "instant", "\"t\"", "\"@t\""]),
         level: build(&["level", "severity", "lvl", "@l", "priority", "\"s\""]),
     }
 });
@@ -539,6 +550,13 @@ mod tests {
                 Some(T),
                 Some(Level::Error),
                 Some("Failed to start unit"),
+            ),
+            (
+                "a key that says it holds a stamp (Cloudflare): the start",
+                r#"{"EdgeEndTimestamp":1717073413500000000,"EdgeStartTimestamp":1717073413457000000,"ClientRequestURI":"/"}"#,
+                Some(T),
+                None,
+                None,
             ),
             (
                 "pino",

@@ -202,12 +202,111 @@ pub fn read_at(text: &str, reference: Reference) -> Header {
     let mut w = Walker::new(text.as_bytes(), reference);
     w.walk(0);
     let mut h = w.finish(true);
+    if h.time.is_none() {
+        late_stamp(text.as_bytes(), reference, &mut h);
+    }
     if h.level.is_none() {
         // Devices that write the severity as a number in a tag of the
         // message (`%LINK-3-UPDOWN:`, CEF's header).
         h.level = severity::tag(text.as_bytes().get(h.body..).unwrap_or_default());
     }
     h
+}
+
+/// How far into a line a stamp after columns is looked for.
+const LATE_STAMP_BYTES: usize = 72;
+
+/// Columns a stamp after them may follow, at most.
+const LATE_STAMP_TOKENS: usize = 6;
+
+/// Words after which a date and time is one the message mentions, not the
+/// line's own (`finished at 2024-…`, `valid until …`).
+const MENTIONS: &[&[u8]] = &[
+    b"at",
+    b"on",
+    b"since",
+    b"until",
+    b"till",
+    b"from",
+    b"to",
+    b"before",
+    b"after",
+    b"by",
+    b"of",
+    b"in",
+    b"is",
+    b"was",
+    b"for",
+    b"expires",
+    b"expired",
+    b"valid",
+    b"scheduled",
+    b"last",
+    b"next",
+];
+
+/// A line whose header gave no time but whose first columns hold a
+/// complete stamp — a date with its year and a time of day, or the common
+/// log format's bracketed one — after a few columns the walk could not
+/// place: an access log's vhost and user (`example.com 10.0.0.5 - req1 -
+/// [29/Sep/2021:17:29:58 +0200]`), a load balancer's type (`http
+/// 2023-04-26T12:22:55Z …`), a comment's key (`# Time: …`), a thread and
+/// level joined by `::` (`MainThread::INFO::2011-12-05 07:04:56,101::`).
+/// The stamp gives the time; the message keeps the line. A stamp after a
+/// word that mentions a time (`at`, `until`, `since` …) or inside quotes
+/// is the message's.
+fn late_stamp(b: &[u8], reference: Reference, h: &mut Header) {
+    let lim = b.len().min(LATE_STAMP_BYTES);
+    let mut tokens = 0;
+    let mut i = 0;
+    let mut quoted = false;
+    let mut prev: &[u8] = b"";
+    while i < lim && tokens <= LATE_STAMP_TOKENS {
+        while i < lim && is_space(b[i]) {
+            i += 1;
+        }
+        if i >= lim {
+            break;
+        }
+        let end = b[i..]
+            .iter()
+            .position(|c| is_space(*c))
+            .map_or(b.len(), |p| i + p);
+        let tok = &b[i..end];
+        let mention = MENTIONS
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case(prev.trim_ascii_end()));
+        if !quoted && !mention {
+            // The stamp may start the token, follow its bracket, or follow
+            // `::` inside it.
+            let bracket = matches!(b[i], b'[' | b'(').then_some(i + 1);
+            let joined = memchr::memmem::find(tok, b"::").and_then(|k| {
+                memchr::memmem::find(&tok[k + 2..], b"::").map(|k2| i + k + 2 + k2 + 2)
+            });
+            for at in [Some(i), bracket, joined].into_iter().flatten() {
+                if let Some(st) = stamp_at(b, at, false) {
+                    let complete = st.epoch.is_none()
+                        && st.month != 0
+                        && st.clock.is_some()
+                        && (st.year.is_some() || b[i] == b'[');
+                    if complete {
+                        h.time = st.resolve(reference);
+                        if h.time.is_some() {
+                            h.stamp = Some((at, st.end));
+                            h.yearless = st.year.is_none();
+                            h.dateless = false;
+                            h.zoneless = st.offset.is_none();
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        quoted ^= tok.iter().filter(|c| **c == b'"').count() % 2 == 1;
+        prev = tok;
+        tokens += 1;
+        i = end;
+    }
 }
 
 /// A stamp at the very start of `text` followed by one space, the way
@@ -677,6 +776,38 @@ mod tests {
             parts: &[],
         },
         Case {
+            name: "a stamp after an access log's vhost, client and request id",
+            line: "shop.example.org 10.0.0.5 - req-77 - [07/May/2024:10:55:53 +0200] \"GET /cart HTTP/1.1\" 200 512",
+            time: Some("2024-05-07T08:55:53.000Z"),
+            level: None,
+            message: "shop.example.org 10.0.0.5 - req-77 - [07/May/2024:10:55:53 +0200] \"GET /cart HTTP/1.1\" 200 512",
+            parts: &[],
+        },
+        Case {
+            name: "a load balancer's type column before its stamp",
+            line: "https 2024-05-07T10:55:53.434121Z app/lb-1/50dc6c495c0c9188 10.0.0.5:2817 10.0.1.9:80 0.000 0.001 0.000 200",
+            time: Some("2024-05-07T10:55:53.434Z"),
+            level: None,
+            message: "https 2024-05-07T10:55:53.434121Z app/lb-1/50dc6c495c0c9188 10.0.0.5:2817 10.0.1.9:80 0.000 0.001 0.000 200",
+            parts: &[],
+        },
+        Case {
+            name: "a comment line's key and stamp (MySQL's slow log)",
+            line: "# Time: 2024-05-07T10:55:53.434567Z",
+            time: Some("2024-05-07T10:55:53.434Z"),
+            level: None,
+            message: "# Time: 2024-05-07T10:55:53.434567Z",
+            parts: &[],
+        },
+        Case {
+            name: "thread and level joined by :: before the stamp",
+            line: "MainThread::INFO::2024-05-07 10:55:53,434::vdsm::71::vds::(run) started",
+            time: Some("2024-05-07T10:55:53.434Z"),
+            level: None,
+            message: "MainThread::INFO::2024-05-07 10:55:53,434::vdsm::71::vds::(run) started",
+            parts: &[],
+        },
+        Case {
             name: "NX-OS: the severity in the tag, which stays in the message",
             line: "May 07 10:55:53 N7K-core-2 %ETHPORT-3-IF_DOWN_ERROR_DISABLED: Interface Ethernet3/1 is down (Error disabled)",
             time: Some("2024-05-07T10:55:53.000Z"),
@@ -753,9 +884,14 @@ mod tests {
             "   ",
             "{\"level\":\"info\"}",
             "time=2024-05-01T12:00:00Z level=info msg=x",
+            // A stamp the message mentions is not the line's.
+            "backup finished at 2024-05-07T10:55:53Z without errors",
+            "certificate valid until 2027-01-01 00:00:00 for host a",
+            "job \"started 2024-05-07 10:55:53\" twice",
         ] {
             let h = read(line, None);
             assert!(!h.found(), "{line:?}: {h:?}");
+            assert_eq!(h.time, None, "{line:?}");
             assert_eq!(h.body, 0, "{line:?}");
         }
     }
