@@ -13,7 +13,10 @@
 //! position only are siblings; once `variable_after` of them (3) show
 //! distinct words there, the position is a variable: they merge into the
 //! oldest, whose id the others' lines answer to from then on
-//! ([`Miner::canonical`]). Unlike Drain (He et al., ICWS 2017), which joins
+//! ([`Miner::canonical`]). A word fills a bare variable only where
+//! evidence says words stand there ([`Template::words`]): a name where only
+//! numbers or addresses stood names another event until names vary there
+//! too. Unlike Drain (He et al., ICWS 2017), which joins
 //! a message to the most similar template when enough tokens agree, two
 //! messages never share a template because they are *similar*: a different
 //! word is a different event until the position proves variable — which is

@@ -257,6 +257,17 @@ const MENTIONS: &[&[u8]] = &[
 /// is the message's.
 fn late_stamp(b: &[u8], reference: Reference, h: &mut Header) {
     let lim = b.len().min(LATE_STAMP_BYTES);
+    // A time of day has digits on both sides of a `:` (`12:22`); most
+    // lines without a header have none this early.
+    let clock = memchr::memchr_iter(b':', &b[..lim]).any(|k| {
+        k >= 1
+            && b[k - 1].is_ascii_digit()
+            && b.get(k + 1).is_some_and(u8::is_ascii_digit)
+            && b.get(k + 2).is_some_and(u8::is_ascii_digit)
+    });
+    if !clock {
+        return;
+    }
     let mut tokens = 0;
     let mut i = 0;
     let mut quoted = false;
@@ -273,22 +284,33 @@ fn late_stamp(b: &[u8], reference: Reference, h: &mut Header) {
             .position(|c| is_space(*c))
             .map_or(b.len(), |p| i + p);
         let tok = &b[i..end];
-        let mention = MENTIONS
-            .iter()
-            .any(|w| w.eq_ignore_ascii_case(prev.trim_ascii_end()));
-        if !quoted && !mention {
+        if !quoted {
             // The stamp may start the token, follow its bracket, or follow
-            // `::` inside it.
+            // the second `::` inside it.
             let bracket = matches!(b[i], b'[' | b'(').then_some(i + 1);
-            let joined = memchr::memmem::find(tok, b"::").and_then(|k| {
-                memchr::memmem::find(&tok[k + 2..], b"::").map(|k2| i + k + 2 + k2 + 2)
-            });
+            let joined = tok
+                .windows(2)
+                .enumerate()
+                .filter(|(_, w)| *w == b"::")
+                .nth(1)
+                .map(|(k, _)| i + k + 2);
             for at in [Some(i), bracket, joined].into_iter().flatten() {
+                if !may_start_date(&b[at.min(b.len())..]) {
+                    continue;
+                }
                 if let Some(st) = stamp_at(b, at, false) {
                     let complete = st.epoch.is_none()
                         && st.month != 0
                         && st.clock.is_some()
                         && (st.year.is_some() || b[i] == b'[');
+                    let mention = || {
+                        MENTIONS
+                            .iter()
+                            .any(|w| w.eq_ignore_ascii_case(prev.trim_ascii_end()))
+                    };
+                    if complete && mention() {
+                        return;
+                    }
                     if complete {
                         h.time = st.resolve(reference);
                         if h.time.is_some() {
@@ -306,6 +328,28 @@ fn late_stamp(b: &[u8], reference: Reference, h: &mut Header) {
         prev = tok;
         tokens += 1;
         i = end;
+    }
+}
+
+/// Whether a date may start here (a cheap test before the stamp grammar):
+/// digits then a date separator (`2024-`, `07/`, `29.`), or a capitalised
+/// month or weekday name (`Sun Mar 13 …`, `May 07`).
+fn may_start_date(b: &[u8]) -> bool {
+    let sep = |k: usize| matches!(b.get(k), Some(b'-' | b'/' | b'.'));
+    match b.first() {
+        Some(c) if c.is_ascii_digit() => {
+            (b.get(1).is_some_and(u8::is_ascii_digit) && sep(2))
+                || (b
+                    .get(1..4)
+                    .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+                    && sep(4))
+        }
+        Some(c) if c.is_ascii_uppercase() => {
+            b.get(1..3)
+                .is_some_and(|w| w.iter().all(u8::is_ascii_lowercase))
+                && matches!(b.get(3), Some(b' ' | b','))
+        }
+        _ => false,
     }
 }
 
