@@ -177,6 +177,16 @@ def perturb(raw_lines, rows, p, seed):
     return out_raw, out_content
 
 
+def read_rows(structured):
+    with open(structured, encoding="utf-8", errors="replace") as f:
+        return list(csv.DictReader(f))
+
+
+def read_lines(log):
+    with open(log, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
+
 def revisions(data, system):
     old = os.path.join(data, "logpai+loghub", system, f"{system}_2k.log")
     if os.path.exists(old + "_structured.csv"):
@@ -198,9 +208,7 @@ def concat_main(a, parts):
         if part not in parts:
             continue
         for label, log, structured in revisions(a.data, system):
-            rows = list(csv.DictReader(open(structured, encoding="utf-8", errors="replace")))
-            with open(log, encoding="utf-8", errors="replace") as f:
-                raw = f.read().splitlines()
+            rows, raw = read_rows(structured), read_lines(log)
             if len(raw) != len(rows):
                 continue
             streams[(part, label)].append((system, raw, rows))
@@ -258,13 +266,12 @@ def main():
         if part not in parts:
             continue
         for label, log, structured in revisions(a.data, system):
-            rows = list(csv.DictReader(open(structured, encoding="utf-8", errors="replace")))
+            rows = read_rows(structured)
             truth = [r.get("EventTemplate") or r["EventId"] for r in rows]
             contents = [r["Content"] for r in rows]
             tmp = None
             if a.perturb > 0:
-                with open(log, encoding="utf-8", errors="replace") as f:
-                    raw = f.read().splitlines()
+                raw = read_lines(log)
                 if len(raw) != len(rows):
                     continue
                 raw, contents = perturb(raw, rows, a.perturb, seed=system)

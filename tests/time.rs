@@ -1,4 +1,4 @@
-//! Time passes between lines (issue 48). When event time moves on — by a
+//! Time passes between lines. When event time moves on — by a
 //! line, by the live clock, at the end — everything due before the new
 //! time happens first, each at its own instant, and only then the line
 //! acts. So lines that match no rule change nothing: whether an hour of
