@@ -104,6 +104,9 @@ enum Cmd {
 See docs/scaling.md."
     )]
     PrometheusRules(PrometheusRulesArgs),
+    /// Import alerting rules written for another system as sigwatch rules.
+    #[command(subcommand)]
+    Import(ImportCmd),
     /// Snooze pages on a live instance: add, list or expire silences through
     /// its /api/silences (behind the status page's credential). Silenced
     /// alerts are still recorded and counted, never sent.
@@ -205,6 +208,36 @@ struct SuggestArgs {
     rules: RulesOptions,
     #[command(flatten)]
     o: sigwatch::app::suggest::SuggestOptions,
+}
+
+#[derive(Subcommand)]
+enum ImportCmd {
+    /// Translate Loki ruler files (groups of LogQL alerting rules) into a
+    /// sigwatch rule file, exactly or not at all: one line per rule says
+    /// `translated`, or `skipped:` with the reason and the part of the
+    /// expression it could not carry.
+    #[command(
+        name = "loki-rules",
+        after_help = "Examples:\n  sigwatch import loki-rules /etc/loki/rules/fake/ --out rules/from-loki.yaml --tests rules/tests/from-loki\n  sigwatch import loki-rules livekit-alerts.yaml --out imported.yaml --allow-partial\n\nThen: sigwatch check --rules imported.yaml; sigwatch test --rules imported.yaml rules/tests/from-loki;\nsigwatch replay --loki URL --query Q --from 7d --rules imported.yaml\n\nExit status: 0 every alerting rule translated; 1 some skipped (unless --allow-partial); 2 files unreadable."
+    )]
+    LokiRules(LokiRulesArgs),
+}
+
+#[derive(Args)]
+struct LokiRulesArgs {
+    /// Ruler files, or directories of them (the ruler's tenant/namespace.yaml layout too).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// The sigwatch rule file to write.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Also write a rule test per translated rule into this directory,
+    /// built from the rule's own filter strings.
+    #[arg(long, value_name = "DIR")]
+    tests: Option<PathBuf>,
+    /// Exit 0 even when some alerting rules could not be translated.
+    #[arg(long)]
+    allow_partial: bool,
 }
 
 #[derive(Args)]
@@ -336,6 +369,14 @@ fn main() -> ExitCode {
         Cmd::Man(a) => man(a.out.as_deref()).map(|()| 0),
         Cmd::Check(a) => return ExitCode::from(commands::check(&a.rules, a.literals)),
         Cmd::PrometheusRules(a) => return ExitCode::from(commands::prometheus_rules(&a.rules)),
+        Cmd::Import(ImportCmd::LokiRules(a)) => {
+            return ExitCode::from(commands::import_loki_rules(
+                &a.files,
+                &a.out,
+                a.tests.as_deref(),
+                a.allow_partial,
+            ))
+        }
         Cmd::HashPassword(a) => return ExitCode::from(commands::hash_password(a.cost)),
         Cmd::Test(a) => return ExitCode::from(commands::test(&a.rules, &a.paths)),
         Cmd::Explain(a) => {

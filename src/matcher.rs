@@ -613,6 +613,21 @@ impl Matcher {
                 }),
             }
         }
+        for re in &cond.not_regexes {
+            let bad = re.is_match(&text);
+            out.push(Check {
+                ok: !bad,
+                what: format!(
+                    "not_regex /{}/ {}",
+                    re.as_str(),
+                    if bad {
+                        "matches: excluded"
+                    } else {
+                        "does not match"
+                    }
+                ),
+            });
+        }
         for (k, v) in &cond.labels {
             let val = event
                 .labels
@@ -651,6 +666,9 @@ impl Matcher {
                         .push((name.to_string(), m.as_str().to_string()));
                 }
             }
+        }
+        if cond.not_regexes.iter().any(|re| re.is_match(&event.text)) {
+            return false;
         }
         for (k, v) in &cond.labels {
             let val = event
@@ -714,6 +732,15 @@ fn describe(v: &crate::rules::ValueCond) -> String {
         ValueCond::Regex(r) => format!("must match /{}/", r.as_str()),
         ValueCond::Exists(true) => "must be present".to_string(),
         ValueCond::Exists(false) => "must be absent".to_string(),
+        ValueCond::NotEquals(e) => format!("must not be {e:?}"),
+        ValueCond::NotRegex(r) => format!("must not match /{}/", r.as_str()),
+        ValueCond::Number(b) => {
+            let parts: Vec<String> = [("> ", b.gt), (">= ", b.ge), ("< ", b.lt), ("<= ", b.le)]
+                .iter()
+                .filter_map(|(op, v)| v.map(|v| format!("{op}{v}")))
+                .collect();
+            format!("must be a number {}", parts.join(" and "))
+        }
     }
 }
 

@@ -384,3 +384,107 @@ fn colorize(text: &str) -> String {
     }
     out
 }
+
+/// `sigwatch import loki-rules`: Loki ruler files translated into the rule
+/// file `out` (and, with `tests`, a rule test per rule); one line per ruler
+/// rule on stdout. Returns 1 when an alerting rule was skipped, unless
+/// `allow_partial`; 2 when the files cannot be read or written.
+pub fn import_loki_rules(
+    files: &[PathBuf],
+    out: &std::path::Path,
+    tests: Option<&std::path::Path>,
+    allow_partial: bool,
+) -> u8 {
+    let rules_path = match tests {
+        Some(dir) => relative(dir, out),
+        None => out.display().to_string(),
+    };
+    let imp = match crate::rules::logql::import(files, &rules_path) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("sigwatch: {e}");
+            return 2;
+        }
+    };
+    let (mut translated, mut skipped, mut recording) = (0, 0, 0);
+    for o in &imp.outcomes {
+        match &o.result {
+            Ok(notes) => {
+                translated += 1;
+                println!(
+                    "translated  {} / {} → {}",
+                    o.origin,
+                    o.name,
+                    o.id.as_deref().unwrap_or("")
+                );
+                for n in notes {
+                    println!("            note: {n}");
+                }
+            }
+            Err(s) => {
+                if o.recording {
+                    recording += 1;
+                } else {
+                    skipped += 1;
+                }
+                println!("skipped: {}  ({} / {})", s.reason, o.origin, o.name);
+                println!("            in: {}", s.part);
+            }
+        }
+    }
+    // What is written must load: a failure here is sigwatch's own bug,
+    // said before anything is written.
+    let named = [(out.display().to_string(), imp.rules_yaml.clone())];
+    if translated > 0 {
+        if let Err(e) = crate::rules::compile(&named) {
+            eprintln!("sigwatch: the translated rules do not load (please report): {e}");
+            return 2;
+        }
+    }
+    if let Err(e) = std::fs::write(out, &imp.rules_yaml) {
+        eprintln!("sigwatch: cannot write {}: {e}", out.display());
+        return 2;
+    }
+    if let Some(dir) = tests {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("sigwatch: cannot create {}: {e}", dir.display());
+            return 2;
+        }
+        for (name, text) in &imp.tests {
+            let p = dir.join(name);
+            if let Err(e) = std::fs::write(&p, text) {
+                eprintln!("sigwatch: cannot write {}: {e}", p.display());
+                return 2;
+            }
+        }
+    }
+    println!(
+        "{translated} translated, {skipped} skipped, {recording} recording rule(s) listed; wrote {}{}",
+        out.display(),
+        tests
+            .map(|d| format!(" and {} test file(s) in {}", imp.tests.len(), d.display()))
+            .unwrap_or_default()
+    );
+    if imp.partial() && !allow_partial {
+        eprintln!("sigwatch: {skipped} alerting rule(s) were not translated (see above); --allow-partial accepts that");
+        return 1;
+    }
+    0
+}
+
+/// `to` as a path relative to the directory `from` (both made absolute).
+fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
+    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (from, to) = (abs(from), abs(to));
+    let f: Vec<_> = from.components().collect();
+    let t: Vec<_> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    out.display().to_string()
+}

@@ -841,6 +841,18 @@ fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
         }
         FieldCond::Exists(b) => ValueCond::Exists(*b),
         FieldCond::Regex(r) => ValueCond::Regex(compile_regex(r)?),
+        FieldCond::NotEquals(s) => ValueCond::NotEquals(s.clone()),
+        FieldCond::NotRegex(r) => ValueCond::NotRegex(compile_regex(r)?),
+        FieldCond::Number(b) => {
+            if [b.gt, b.ge, b.lt, b.le]
+                .iter()
+                .flatten()
+                .any(|x| !x.is_finite())
+            {
+                return Err("numeric bounds must be finite numbers".into());
+            }
+            ValueCond::Number(*b)
+        }
     })
 }
 
@@ -865,6 +877,9 @@ fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
     };
     for r in m.regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
         c.regexes.push(compile_regex(&r)?);
+    }
+    for r in m.not_regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
+        c.not_regexes.push(compile_regex(&r)?);
     }
     for (k, v) in &m.field {
         c.fields.push((k.clone(), compile_value(v)?));
@@ -1007,6 +1022,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("t.yaml:8:") && e.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn negated_and_numeric_field_conditions() {
+        let set = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      regex: 'x'\n      not_regex: ['health.?check']\n      field: {method: {not_equals: GET}, path: {not_regex: '^/ping'}, status: {ge: 500, lt: 600}}\n    detect: {count: {window: 1m}}\n").unwrap();
+        let c = &set.conditions[0];
+        assert_eq!(c.not_regexes.len(), 1);
+        let f = |k: &str| &c.fields.iter().find(|(n, _)| n == k).unwrap().1;
+        // A missing field is not equal and does not match.
+        assert!(
+            f("method").test(None)
+                && f("method").test(Some("POST"))
+                && !f("method").test(Some("GET"))
+        );
+        assert!(
+            f("path").test(None) && f("path").test(Some("/api")) && !f("path").test(Some("/ping"))
+        );
+        let st = f("status");
+        assert!(st.test(Some("500")) && st.test(Some(" 599.5")) && !st.test(Some("600")));
+        assert!(!st.test(Some("499")) && !st.test(Some("5xx")) && !st.test(None));
+        let e = one("rules:\n  - id: a\n    title: t\n    severity: info\n    match:\n      field: {status: {ge: 500, regex: x}}\n    detect: {count: {window: 1m}}\n").unwrap_err().to_string();
+        assert!(e.contains("numeric bounds"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! mistake, not discovered as a silent non-alert during an incident.
 
 mod compile;
+pub mod logql;
 pub mod model;
 pub mod prometheus;
 pub mod template;
@@ -87,6 +88,12 @@ pub enum ValueCond {
     Regex(Regex),
     /// Present / absent.
     Exists(bool),
+    /// Not equal (a missing value is not equal).
+    NotEquals(String),
+    /// Does not match (a missing value does not match).
+    NotRegex(Regex),
+    /// A number within bounds.
+    Number(model::NumBounds),
 }
 
 impl ValueCond {
@@ -94,7 +101,10 @@ impl ValueCond {
     pub fn test(&self, v: Option<&str>) -> bool {
         match (self, v) {
             (ValueCond::Exists(want), v) => v.is_some() == *want,
+            (ValueCond::NotEquals(e), v) => v != Some(e.as_str()),
+            (ValueCond::NotRegex(r), v) => v.is_none_or(|v| !r.is_match(v)),
             (_, None) => false,
+            (ValueCond::Number(b), Some(v)) => v.trim().parse::<f64>().is_ok_and(|x| b.holds(x)),
             (ValueCond::Equals(e), Some(v)) => e == v,
             (ValueCond::OneOf(list), Some(v)) => list.iter().any(|e| e == v),
             (ValueCond::Regex(r), Some(v)) => r.is_match(v),
@@ -113,6 +123,8 @@ pub struct Condition {
     pub none: Vec<String>,
     /// Every regex must match the text; named captures become fields.
     pub regexes: Vec<Regex>,
+    /// No regex of these may match the text.
+    pub not_regexes: Vec<Regex>,
     /// Field conditions.
     pub fields: Vec<(String, ValueCond)>,
     /// Label / context conditions.

@@ -244,6 +244,9 @@ pub struct MatchSpec {
     /// Regexes that must all match the line; named captures become fields.
     #[serde(default)]
     pub regex: Option<OneOrMany>,
+    /// Regexes none of which may match the line.
+    #[serde(default)]
+    pub not_regex: Option<OneOrMany>,
     /// Field conditions.
     #[serde(default)]
     pub field: BTreeMap<String, FieldCond>,
@@ -263,6 +266,52 @@ pub enum FieldCond {
     Regex(String),
     /// Present (true) or absent (false).
     Exists(bool),
+    /// Not equal to this value; a missing field is not equal.
+    NotEquals(String),
+    /// Does not match this regex; a missing field does not match.
+    NotRegex(String),
+    /// A number within these bounds (a missing or non-numeric value is not).
+    Number(NumBounds),
+}
+
+/// Bounds of a numeric field condition: `{ge: 500, lt: 600}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct NumBounds {
+    /// Greater than.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gt: Option<f64>,
+    /// Greater than or equal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ge: Option<f64>,
+    /// Less than.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lt: Option<f64>,
+    /// Less than or equal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub le: Option<f64>,
+}
+
+impl NumBounds {
+    /// Whether a number is within the bounds.
+    pub fn holds(&self, x: f64) -> bool {
+        self.gt.is_none_or(|b| x > b)
+            && self.ge.is_none_or(|b| x >= b)
+            && self.lt.is_none_or(|b| x < b)
+            && self.le.is_none_or(|b| x <= b)
+    }
+
+    /// Sets one bound by its key; false for a key that is no bound.
+    fn set(&mut self, key: &str, v: f64) -> bool {
+        let slot = match key {
+            "gt" => &mut self.gt,
+            "ge" => &mut self.ge,
+            "lt" => &mut self.lt,
+            "le" => &mut self.le,
+            _ => return false,
+        };
+        *slot = Some(v);
+        true
+    }
 }
 
 impl<'de> Deserialize<'de> for FieldCond {
@@ -308,26 +357,36 @@ impl<'de> Deserialize<'de> for FieldCond {
                 let Some(key) = a.next_key::<String>()? else {
                     return Err(serde::de::Error::custom("empty field condition"));
                 };
+                if NUM_KEYS.contains(&key.as_str()) {
+                    // Numeric bounds combine: {ge: 500, lt: 600}.
+                    let mut b = NumBounds::default();
+                    b.set(&key, a.next_value::<f64>()?);
+                    while let Some(k) = a.next_key::<String>()? {
+                        if !NUM_KEYS.contains(&k.as_str()) || !b.set(&k, a.next_value::<f64>()?) {
+                            return Err(serde::de::Error::custom(format!(
+                                "{k:?} cannot be combined with numeric bounds (gt, ge, lt, le)"
+                            )));
+                        }
+                    }
+                    return Ok(FieldCond::Number(b));
+                }
                 let cond = match key.as_str() {
                     "regex" => FieldCond::Regex(a.next_value::<String>()?),
                     "exists" => FieldCond::Exists(a.next_value::<bool>()?),
                     "equals" => FieldCond::Equals(a.next_value::<Scalar>()?.0),
+                    "not_equals" => FieldCond::NotEquals(a.next_value::<Scalar>()?.0),
+                    "not_regex" => FieldCond::NotRegex(a.next_value::<String>()?),
                     "one_of" => FieldCond::OneOf(
                         a.next_value::<Vec<Scalar>>()?
                             .into_iter()
                             .map(|s| s.0)
                             .collect(),
                     ),
-                    other => {
-                        return Err(serde::de::Error::unknown_field(
-                            other,
-                            &["regex", "exists", "equals", "one_of"],
-                        ))
-                    }
+                    other => return Err(serde::de::Error::unknown_field(other, COND_KEYS)),
                 };
                 if a.next_key::<String>()?.is_some() {
                     return Err(serde::de::Error::custom(
-                        "a field condition takes exactly one of regex, exists, equals, one_of",
+                        "a field condition takes exactly one of regex, exists, equals, one_of, not_equals, not_regex (or numeric bounds gt, ge, lt, le together)",
                     ));
                 }
                 Ok(cond)
@@ -336,6 +395,20 @@ impl<'de> Deserialize<'de> for FieldCond {
         d.deserialize_any(V)
     }
 }
+
+const NUM_KEYS: &[&str] = &["gt", "ge", "lt", "le"];
+const COND_KEYS: &[&str] = &[
+    "regex",
+    "exists",
+    "equals",
+    "one_of",
+    "not_equals",
+    "not_regex",
+    "gt",
+    "ge",
+    "lt",
+    "le",
+];
 
 /// A scalar YAML value read as text.
 struct Scalar(String);

@@ -1,0 +1,525 @@
+//! `sigwatch import loki-rules`: LogQL alerting rules into sigwatch rules,
+//! exactly or not at all. A table of expressions and the rule each becomes,
+//! a table of the ones left out and why, the written file loading through
+//! `check`, the generated rule tests passing, and the pack's signatures
+//! written as Loki rules firing on the incident fixtures where the pack's
+//! rules fire.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
+
+use sigwatch::rules::logql::translate::{translate, Kind};
+use sigwatch::rules::model::{FieldCond, NumBounds};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+fn eq(v: &str) -> FieldCond {
+    FieldCond::Equals(v.into())
+}
+
+/// (LogQL, detector, group_by, match block parts as `key=value` strings).
+const M: i64 = 60_000_000_000;
+
+#[test]
+fn each_construct_translates_to_its_rule() {
+    struct Row {
+        q: &'static str,
+        kind: Kind,
+        group_by: &'static [&'static str],
+        check: fn(&sigwatch::rules::logql::translate::Cond),
+    }
+    let rows = [
+        Row {
+            q: r#"sum by (node_id) (count_over_time({app="livekit"} |= "failed to mark as draining" [5m])) > 0"#,
+            kind: Kind::Count {
+                threshold: 1,
+                window_ns: 5 * M,
+            },
+            group_by: &["labels.node_id"],
+            check: |c| {
+                assert_eq!(c.contains_all, ["failed to mark as draining"]);
+                assert_eq!(c.labels["app"], eq("livekit"));
+            },
+        },
+        Row {
+            // Selector operators: != is not-equal (a missing label passes),
+            // =~ is anchored, !~ anchored and negated, ="" is absence.
+            q: r#"sum(count_over_time({app="a", env!="dev", pod=~"api-.+", zone!~"eu-.+", canary=""} != "debug" [2m])) >= 3"#,
+            kind: Kind::Count {
+                threshold: 3,
+                window_ns: 2 * M,
+            },
+            group_by: &[],
+            check: |c| {
+                assert_eq!(c.labels["env"], FieldCond::NotEquals("dev".into()));
+                assert_eq!(c.labels["pod"], FieldCond::Regex("^(?:api-.+)$".into()));
+                assert_eq!(c.labels["zone"], FieldCond::NotRegex("^(?:eu-.+)$".into()));
+                assert_eq!(c.labels["canary"], FieldCond::Exists(false));
+                assert_eq!(c.not_contains, ["debug"]);
+            },
+        },
+        Row {
+            // Line filters chained and with `or`; regex filters unanchored.
+            q: r#"sum by (pod) (count_over_time({app="a"} |= "timeout" or "deadline" |= "rpc" |~ "code = (Unavailable|DeadlineExceeded)" !~ "health.?check" |= "x" or "y" [1m])) > 4"#,
+            kind: Kind::Count {
+                threshold: 5,
+                window_ns: M,
+            },
+            group_by: &["labels.pod"],
+            check: |c| {
+                assert_eq!(c.contains, ["timeout", "deadline"]);
+                assert_eq!(c.contains_all, ["rpc"]);
+                assert_eq!(c.regex, ["code = (Unavailable|DeadlineExceeded)", "x|y"]);
+                assert_eq!(c.not_regex, ["health.?check"]);
+            },
+        },
+        Row {
+            // rate × range = count: rate > 0.1 over 5m is more than 30 lines.
+            q: r#"sum by (pod) (rate({app="a"} |= "error" [5m])) > 0.1"#,
+            kind: Kind::Count {
+                threshold: 31,
+                window_ns: 5 * M,
+            },
+            group_by: &["labels.pod"],
+            check: |_| {},
+        },
+        Row {
+            // json: fields, levels as sigwatch reads them, numeric bounds
+            // joined; the grouping label is the stream's, else the field's.
+            q: r#"sum by (nodeID) (count_over_time({app="a"} | json | level="warning" and status >= 500 and status < 600 | __error__="" [10m])) > 2"#,
+            kind: Kind::Count {
+                threshold: 3,
+                window_ns: 10 * M,
+            },
+            group_by: &["labels.nodeID", "nodeID"],
+            check: |c| {
+                assert_eq!(c.fields["level"], eq("warn"));
+                assert_eq!(
+                    c.fields["status"],
+                    FieldCond::Number(NumBounds {
+                        ge: Some(500.0),
+                        lt: Some(600.0),
+                        ..NumBounds::default()
+                    })
+                );
+            },
+        },
+        Row {
+            // json parameters map a label to a path; `or` of one label's values.
+            q: r#"sum(count_over_time({app="a"} | json code="response.status", lvl="severity" | code="503" or code="504" | lvl=~"error|fatal" [5m])) > 0"#,
+            kind: Kind::Count {
+                threshold: 1,
+                window_ns: 5 * M,
+            },
+            group_by: &[],
+            check: |c| {
+                assert_eq!(
+                    c.fields["response.status"],
+                    FieldCond::OneOf(vec!["503".into(), "504".into()])
+                );
+                // The raw field, not sigwatch's normalised level: as Loki reads it.
+                assert_eq!(
+                    c.fields["severity"],
+                    FieldCond::Regex("^(?:error|fatal)$".into())
+                );
+            },
+        },
+        Row {
+            q: r#"sum by (pod) (count_over_time({job="nginx"} | logfmt --strict | method!="GET", duration_ms > 250 [5m])) > 10"#,
+            kind: Kind::Count {
+                threshold: 11,
+                window_ns: 5 * M,
+            },
+            group_by: &["labels.pod", "pod"],
+            check: |c| {
+                assert_eq!(c.fields["method"], FieldCond::NotEquals("GET".into()));
+                assert_eq!(
+                    c.fields["duration_ms"],
+                    FieldCond::Number(NumBounds {
+                        gt: Some(250.0),
+                        ..NumBounds::default()
+                    })
+                );
+            },
+        },
+        Row {
+            // regexp: its captures are fields once a filter reads them.
+            q: r#"sum by (upstream) (count_over_time({app="envoy"} | regexp "upstream=(?P<upstream>\\S+) code=(?P<code>\\d+)" | code >= 500 [1m])) > 0"#,
+            kind: Kind::Count {
+                threshold: 1,
+                window_ns: M,
+            },
+            group_by: &["labels.upstream", "upstream"],
+            check: |c| {
+                assert_eq!(c.regex, [r"upstream=(?P<upstream>\S+) code=(?P<code>\d+)"]);
+                assert!(matches!(c.fields["code"], FieldCond::Number(_)));
+            },
+        },
+        Row {
+            // pattern: the same, written as a pattern.
+            q: r#"sum(count_over_time({app="web"} | pattern "<ip> - - <_> \"<method> <uri> <_>\" <status> <_>" | status="500" [1m])) > 0"#,
+            kind: Kind::Count {
+                threshold: 1,
+                window_ns: M,
+            },
+            group_by: &[],
+            check: |c| {
+                let re = regex::Regex::new(&c.regex[0]).unwrap();
+                let caps = re
+                    .captures(
+                        r#"10.0.0.1 - - [07/Dec/2026:10:00:00 +0000] "GET /x HTTP/1.1" 500 12"#,
+                    )
+                    .unwrap();
+                assert_eq!(&caps["status"], "500");
+                assert_eq!(c.fields["status"], eq("500"));
+            },
+        },
+        Row {
+            // N groups at once: spread.
+            q: r#"count(sum by (pod) (count_over_time({app="web"} |= "Liveness probe failed" [3m])) > 0) >= 3"#,
+            kind: Kind::Spread {
+                groups: 3,
+                window_ns: 3 * M,
+                partition: None,
+                partition_label: None,
+            },
+            group_by: &["labels.pod"],
+            check: |_| {},
+        },
+        Row {
+            // ... per partition.
+            q: r#"count by (namespace) (sum by (namespace, pod) (count_over_time({app="web"} |= "Back-off restarting" [10m]))) > 2"#,
+            kind: Kind::Spread {
+                groups: 3,
+                window_ns: 10 * M,
+                partition: Some("labels.namespace".into()),
+                partition_label: Some("namespace".into()),
+            },
+            group_by: &["labels.pod"],
+            check: |_| {},
+        },
+        Row {
+            // A group's part of the cluster's count: share.
+            q: r#"sum by (nodeID) (count_over_time({app="egress"} |= "egress_failed" [15m])) / on() group_left sum(count_over_time({app="egress"} |= "egress_failed" [15m])) >= 0.8 and on() sum(count_over_time({app="egress"} |= "egress_failed" [15m])) > 9"#,
+            kind: Kind::Share {
+                window_ns: 15 * M,
+                min_share: 0.8,
+                min_total: 10,
+            },
+            group_by: &["labels.nodeID"],
+            check: |_| {},
+        },
+        Row {
+            q: r#"absent_over_time({app="livekit"} |= "updated node stats" [5m]) == 1"#,
+            kind: Kind::Absent { for_ns: 5 * M },
+            group_by: &[],
+            check: |c| assert_eq!(c.contains_all, ["updated node stats"]),
+        },
+        Row {
+            // A constant label in `by` is no grouping of its own; a number
+            // on the left is turned round.
+            q: r#"5 < sum by (app, pod) (count_over_time({app="a"} |= "panic" [1m]))"#,
+            kind: Kind::Count {
+                threshold: 6,
+                window_ns: M,
+            },
+            group_by: &["labels.pod"],
+            check: |_| {},
+        },
+    ];
+    for r in rows {
+        let t = translate(r.q)
+            .unwrap_or_else(|s| panic!("{}: skipped: {} in {}", r.q, s.reason, s.part));
+        assert_eq!(t.kind, r.kind, "{}", r.q);
+        assert_eq!(t.group_by, r.group_by, "{}", r.q);
+        (r.check)(&t.cond);
+    }
+}
+
+#[test]
+fn what_cannot_be_carried_is_skipped_with_its_reason_and_part() {
+    let rows = [
+        (
+            r#"quantile_over_time(0.99, {app="a"} | logfmt | unwrap latency [5m]) by (pod) > 2"#,
+            "unwrapped",
+            "quantile_over_time",
+        ),
+        (
+            r#"sum by (pod) (count_over_time({app="a"} | logfmt | unwrap bytes [5m])) > 2"#,
+            "unwrap",
+            "| unwrap bytes",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} |= "x" [5m] offset 1h)) > 0"#,
+            "offset 1h",
+            "offset",
+        ),
+        (
+            r#"sum(bytes_over_time({app="a"} [5m])) > 1000"#,
+            "bytes",
+            "bytes_over_time",
+        ),
+        (
+            r#"count_over_time({app="a"} |= "x" [5m]) > 1"#,
+            "per stream",
+            "count_over_time",
+        ),
+        (
+            r#"max by (pod) (count_over_time({app="a"} |= "x" [5m])) > 1"#,
+            "max by",
+            "max by",
+        ),
+        (
+            r#"sum by (pod, node) (count_over_time({app="a"} |= "x" [5m])) > 1"#,
+            "2 labels",
+            "",
+        ),
+        (
+            r#"sum without (pod) (count_over_time({app="a"} |= "x" [5m])) > 1"#,
+            "without",
+            "",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} |= "x" [5m])) < 1"#,
+            "<",
+            "",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} | line_format "{{.msg}}" |= "x" [5m])) > 1"#,
+            "line_format",
+            "line_format",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} | json | latency > 10s [5m])) > 1"#,
+            "10s",
+            "latency > 10s",
+        ),
+        (
+            r#"sum(count_over_time({app=~"a|"} |= "x" [5m])) > 1"#,
+            "empty value",
+            "app=~",
+        ),
+        (
+            r#"sum by (n) (count_over_time({app="a"} |= "x" [5m])) / on() group_left sum(count_over_time({app="a"} |= "x" [5m])) > 0.3"#,
+            "top group",
+            "",
+        ),
+        (
+            r#"sum by (n) (count_over_time({app="a"} |= "x" [5m])) / on() group_left sum(count_over_time({app="b"} |= "x" [5m])) > 0.8"#,
+            "two different queries",
+            "",
+        ),
+        (
+            r#"job:errors:rate5m > 1"#,
+            "recorded series",
+            "job:errors:rate5m",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} |= ip("10.0.0.0/8") [5m])) > 1"#,
+            "ip()",
+            "",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} |= [5m])) > 1"#,
+            "does not parse",
+            "",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} |= "x" [5m])) > bool 1"#,
+            "bool",
+            "",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} | json | level="loud" [5m])) > 1"#,
+            "level \"loud\"",
+            "",
+        ),
+        (
+            r#"sum(count_over_time({app="a"} | json | a="x" or b="y" [5m])) > 1"#,
+            "or",
+            "",
+        ),
+    ];
+    for (q, reason, part) in rows {
+        match translate(q) {
+            Ok(t) => panic!("{q}: translated as {:?}", t.kind),
+            Err(s) => {
+                assert!(
+                    s.reason.contains(reason),
+                    "{q}: reason {:?} lacks {reason:?}",
+                    s.reason
+                );
+                assert!(
+                    s.part.contains(part),
+                    "{q}: part {:?} lacks {part:?}",
+                    s.part
+                );
+                assert!(!s.part.is_empty(), "{q}: no part");
+            }
+        }
+    }
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sigwatch")
+}
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The pack's signatures as Loki rules: the command writes a file `check`
+/// accepts and tests that `sigwatch test` passes; `for`, labels and
+/// annotations come along; skipped rules say why and set the exit status.
+#[test]
+fn the_command_writes_rules_that_check_and_tests_that_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("imported.yaml");
+    let tests = dir.path().join("tests");
+    let run = Command::new(bin())
+        .args(["import", "loki-rules"])
+        .arg(fixtures().join("loki-rules"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--tests")
+        .arg(&tests)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "translated  fake/pack.yaml: livekit / LivekitDrainStuck → LivekitDrainStuck"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("skipped: a recording rule"), "{stdout}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("for: 10m"), "{text}");
+    assert!(
+        text.contains("summary: '{{ group }} failed to mark itself as draining'"),
+        "{text}"
+    );
+    assert!(text.contains("logql: "), "{text}");
+    let check = Command::new(bin())
+        .args(["check", "--rules"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let n_tests = std::fs::read_dir(&tests).unwrap().count();
+    assert!(n_tests >= 4, "{n_tests} test files");
+    let test = Command::new(bin())
+        .args(["test", "--rules"])
+        .arg(&out)
+        .arg(&tests)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&test.stdout);
+    assert!(test.status.success(), "{report}");
+    assert!(report.contains(" 0 failed"), "{report}");
+
+    // A rule that cannot be carried: exit 1, unless --allow-partial.
+    let partial = dir.path().join("partial.yaml");
+    std::fs::write(
+        &partial,
+        "groups:\n  - name: g\n    rules:\n      - alert: Slow\n        expr: 'quantile_over_time(0.99, {app=\"a\"} | logfmt | unwrap latency [5m]) by (pod) > 2'\n      - alert: Errors\n        expr: 'sum by (pod) (count_over_time({app=\"a\"} |= \"error\" [5m])) > 5'\n",
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args(["import", "loki-rules"])
+        .arg(&partial)
+        .arg("--out")
+        .arg(dir.path().join("p.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("skipped: quantile_over_time aggregates values unwrapped"),
+        "{s}"
+    );
+    assert!(s.contains("translated  partial.yaml: g / Errors"), "{s}");
+    let o = Command::new(bin())
+        .args(["import", "loki-rules", "--allow-partial"])
+        .arg(&partial)
+        .arg("--out")
+        .arg(dir.path().join("p.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+}
+
+/// (rule, group) pairs that fire on a fixture.
+fn fired(set: sigwatch::rules::RuleSet, fixture: &str) -> BTreeSet<(String, String)> {
+    let text = std::fs::read_to_string(fixtures().join(fixture)).unwrap();
+    let mut e = sigwatch::Engine::new(set, sigwatch::Options::default()).unwrap();
+    let src = sigwatch::source::Source::named(fixture);
+    let mut out = Vec::new();
+    for l in text.lines() {
+        e.push_line(&src, l, None, &mut out);
+    }
+    e.finish(&mut out);
+    out.iter()
+        .filter(|n| n.state == sigwatch::alert::AlertState::Firing)
+        .map(|n| (n.rule.clone(), n.group.clone()))
+        .collect()
+}
+
+/// The imported pack fires on the incident fixtures for the groups the
+/// pack's own rules fire for, and on the quiet day for none.
+#[test]
+fn the_imported_pack_fires_where_the_pack_does() {
+    let files: Vec<(String, String)> = vec![(
+        "fake/pack.yaml".into(),
+        std::fs::read_to_string(fixtures().join("loki-rules/fake/pack.yaml")).unwrap(),
+    )];
+    let imp = sigwatch::rules::logql::import_texts(&files, "x.yaml").unwrap();
+    let pairs: BTreeMap<&str, &str> = [
+        ("livekit.drain_failed", "LivekitDrainFailed"),
+        ("livekit.drain_stuck", "LivekitDrainStuck"),
+        ("livekit.redis_unreachable", "LivekitRedisUnreachable"),
+        ("egress.black_hole", "EgressBlackHole"),
+        ("egress.disk_full", "EgressDiskFull"),
+    ]
+    .into_iter()
+    .collect();
+    let mut compared = 0;
+    for fixture in [
+        "livekit-redis-outage.log",
+        "livekit-redis-outage-timestamps.log",
+        // (egress-black-hole-timestamps.log has no stream labels: the
+        // selector's container="egress" selects none of it, in Loki too.)
+        "egress-black-hole.log",
+        "control-day.log",
+    ] {
+        let pack = fired(sigwatch::rules::load_builtin().unwrap(), fixture);
+        let own =
+            sigwatch::rules::compile(&[("imported.yaml".into(), imp.rules_yaml.clone())]).unwrap();
+        let imported = fired(own, fixture);
+        for (pack_id, imported_id) in &pairs {
+            let want: BTreeSet<&str> = pack
+                .iter()
+                .filter(|(r, _)| r == pack_id)
+                .map(|(_, g)| g.as_str())
+                .collect();
+            let got: BTreeSet<&str> = imported
+                .iter()
+                .filter(|(r, _)| r == imported_id)
+                .map(|(_, g)| g.as_str())
+                .collect();
+            // The pack names a cluster-wide alert `cluster`, as the import does.
+            assert_eq!(got, want, "{fixture}: {imported_id} vs {pack_id}");
+            compared += want.len();
+        }
+    }
+    assert!(compared >= 20, "only {compared} alerts compared");
+}
