@@ -613,21 +613,7 @@ impl Matcher {
                 }),
             }
         }
-        for re in &cond.not_regexes {
-            let bad = re.is_match(&text);
-            out.push(Check {
-                ok: !bad,
-                what: format!(
-                    "not_regex /{}/ {}",
-                    re.as_str(),
-                    if bad {
-                        "matches: excluded"
-                    } else {
-                        "does not match"
-                    }
-                ),
-            });
-        }
+        not_regex_checks(cond, &text, &mut out);
         for (k, v) in &cond.labels {
             let val = event
                 .labels
@@ -722,6 +708,21 @@ fn nearest(text: &str, lit: &str) -> Option<String> {
         k -= 1;
     }
     None
+}
+
+fn not_regex_checks(cond: &crate::rules::Condition, text: &str, out: &mut Vec<Check>) {
+    for re in &cond.not_regexes {
+        let bad = re.is_match(text);
+        let what = if bad {
+            "matches: excluded"
+        } else {
+            "does not match"
+        };
+        out.push(Check {
+            ok: !bad,
+            what: format!("not_regex /{}/ {what}", re.as_str()),
+        });
+    }
 }
 
 fn describe(v: &crate::rules::ValueCond) -> String {

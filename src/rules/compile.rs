@@ -843,16 +843,8 @@ fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
         FieldCond::Regex(r) => ValueCond::Regex(compile_regex(r)?),
         FieldCond::NotEquals(s) => ValueCond::NotEquals(s.clone()),
         FieldCond::NotRegex(r) => ValueCond::NotRegex(compile_regex(r)?),
-        FieldCond::Number(b) => {
-            if [b.gt, b.ge, b.lt, b.le]
-                .iter()
-                .flatten()
-                .any(|x| !x.is_finite())
-            {
-                return Err("numeric bounds must be finite numbers".into());
-            }
-            ValueCond::Number(*b)
-        }
+        FieldCond::Number(b) if b.finite() => ValueCond::Number(*b),
+        FieldCond::Number(_) => return Err("numeric bounds must be finite numbers".into()),
     })
 }
 

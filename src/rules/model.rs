@@ -300,6 +300,14 @@ impl NumBounds {
             && self.le.is_none_or(|b| x <= b)
     }
 
+    /// Whether every bound is a finite number.
+    pub fn finite(&self) -> bool {
+        [self.gt, self.ge, self.lt, self.le]
+            .iter()
+            .flatten()
+            .all(|x| x.is_finite())
+    }
+
     /// Sets one bound by its key; false for a key that is no bound.
     fn set(&mut self, key: &str, v: f64) -> bool {
         let slot = match key {
