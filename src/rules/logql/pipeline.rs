@@ -390,39 +390,7 @@ fn label_filter(
             label_filter(a, ctx, c, used, notes, part)?;
             label_filter(b, ctx, c, used, notes, part)
         }
-        LabelExpr::Or(..) => {
-            // `a="x" or a="y"` on one label is one of; anything else is not
-            // one condition per key.
-            let mut leaves = Vec::new();
-            or_leaves(e, &mut leaves);
-            let mut name = None;
-            let mut values = Vec::new();
-            for l in leaves {
-                match l {
-                    LabelExpr::Cmp {
-                        name: n,
-                        op: CmpOp::Eq,
-                        value: LabelValue::Str(v),
-                    } if name.as_ref().is_none_or(|m: &String| m == n) && !v.is_empty() => {
-                        name = Some(n.clone());
-                        values.push(v.clone());
-                    }
-                    _ => {
-                        return Err(skip(
-                            "`or` between label filters other than values of one label",
-                            part,
-                        ))
-                    }
-                }
-            }
-            let name = name.unwrap_or_default();
-            let t = target(&name, ctx, used);
-            let cond = match &t {
-                Target::Level => FieldCond::OneOf(levels(&values, part)?),
-                _ => FieldCond::OneOf(values),
-            };
-            put(c, t, cond, part)
-        }
+        LabelExpr::Or(..) => or_filter(e, ctx, c, used, part),
         LabelExpr::Cmp { name, op, value } => {
             let t = target(name, ctx, used);
             if matches!(t, Target::Ignore) {
@@ -508,6 +476,48 @@ fn label_filter(
             put(c, t, cond, part)
         }
     }
+}
+
+/// `a="x" or a="y"` on one label is one of; anything else is not one
+/// condition per key.
+fn or_filter(
+    e: &LabelExpr,
+    ctx: &Ctx<'_>,
+    c: &mut Cond,
+    used: &mut BTreeSet<String>,
+    part: &str,
+) -> Result<(), Skip> {
+    // `a="x" or a="y"` on one label is one of; anything else is not
+    // one condition per key.
+    let mut leaves = Vec::new();
+    or_leaves(e, &mut leaves);
+    let mut name = None;
+    let mut values = Vec::new();
+    for l in leaves {
+        match l {
+            LabelExpr::Cmp {
+                name: n,
+                op: CmpOp::Eq,
+                value: LabelValue::Str(v),
+            } if name.as_ref().is_none_or(|m: &String| m == n) && !v.is_empty() => {
+                name = Some(n.clone());
+                values.push(v.clone());
+            }
+            _ => {
+                return Err(skip(
+                    "`or` between label filters other than values of one label",
+                    part,
+                ))
+            }
+        }
+    }
+    let name = name.unwrap_or_default();
+    let t = target(&name, ctx, used);
+    let cond = match &t {
+        Target::Level => FieldCond::OneOf(levels(&values, part)?),
+        _ => FieldCond::OneOf(values),
+    };
+    put(c, t, cond, part)
 }
 
 fn or_leaves<'a>(e: &'a LabelExpr, out: &mut Vec<&'a LabelExpr>) {
