@@ -123,8 +123,61 @@ fn literal_text(re: &str) -> Option<String> {
 /// A log query as a match block.
 pub fn log_match(log: &LogExpr, src: &str) -> Result<LogMatch, Skip> {
     let mut c = Cond::default();
-    let mut constants = BTreeMap::new();
+    let constants = selector(log, src, &mut c)?;
     let selector_names: BTreeSet<&str> = log.selector.iter().map(|m| m.name.as_str()).collect();
+    let mut parsed = false;
+    let mut params: BTreeMap<String, String> = BTreeMap::new();
+    let mut captures: Vec<(String, Vec<String>)> = Vec::new();
+    let mut used_captures: BTreeSet<String> = BTreeSet::new();
+    let mut notes = Vec::new();
+    for st in &log.stages {
+        match st {
+            Stage::Line { op, values, span } => line_filter(*op, values, text(src, *span), &mut c)?,
+            Stage::Parser {
+                kind,
+                params: ps,
+                arg,
+                span,
+            } => {
+                parsed = true;
+                let part = text(src, *span);
+                parser_stage(kind, ps, arg.as_deref(), part, &mut params, &mut captures)?;
+            }
+            Stage::Labels(e, span) => {
+                let part = text(src, *span);
+                let ctx = Ctx {
+                    parsed,
+                    params: &params,
+                    captures: &captures,
+                    selector: &selector_names,
+                };
+                label_filter(e, &ctx, &mut c, &mut used_captures, &mut notes, part)?;
+            }
+            Stage::Other(name, span) => return Err(other_stage(name, text(src, *span))),
+        }
+    }
+    let mut m = LogMatch {
+        cond: c,
+        constants,
+        parsed,
+        notes,
+        captures: Vec::new(),
+    };
+    // A capture read by a filter (or the grouping, set later) needs its
+    // regex in the match; an unread one changes nothing.
+    for (re, names) in &captures {
+        if names.iter().any(|n| used_captures.contains(n)) {
+            m.cond.regex.insert(0, re.clone());
+            m.cond.regex_literals.insert(0, Vec::new());
+        }
+    }
+    m.captures = captures;
+    Ok(m)
+}
+
+/// The stream selector as label conditions; returns the labels it fixes.
+fn selector(log: &LogExpr, src: &str, c: &mut Cond) -> Result<BTreeMap<String, String>, Skip> {
+    let mut constants = BTreeMap::new();
     let sel = text(src, log.span);
     for m in &log.selector {
         let part = format!(
@@ -172,166 +225,128 @@ pub fn log_match(log: &LogExpr, src: &str) -> Result<LogMatch, Skip> {
             }
         }
     }
-    let mut parsed = false;
-    let mut params: BTreeMap<String, String> = BTreeMap::new();
-    let mut captures: Vec<(String, Vec<String>)> = Vec::new();
-    let mut used_captures: BTreeSet<String> = BTreeSet::new();
-    let mut notes = Vec::new();
-    for st in &log.stages {
-        match st {
-            Stage::Line { op, values, span } => {
-                let part = text(src, *span);
-                let mut texts = Vec::new();
-                for v in values {
-                    match v {
-                        LineValue::Text(t) => texts.push(t.clone()),
-                        LineValue::Ip(_) => {
-                            return Err(skip("ip() line filters have no counterpart", part))
-                        }
-                    }
-                }
-                match op {
-                    LineOp::Contains => {
-                        if texts.iter().any(String::is_empty) {
-                            continue; // `|= ""` keeps every line
-                        }
-                        if texts.len() == 1 {
-                            c.contains_all.extend(texts);
-                        } else if c.contains.is_empty() {
-                            c.contains = texts;
-                        } else {
-                            let alt: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
-                            c.regex.push(alt.join("|"));
-                            c.regex_literals.push(texts);
-                        }
-                    }
-                    LineOp::NotContains => {
-                        if texts.iter().any(String::is_empty) {
-                            return Err(skip("`!= \"\"` drops every line", part));
-                        }
-                        c.not_contains.extend(texts)
-                    }
-                    LineOp::Regex => {
-                        for t in &texts {
-                            check_regex(t, part)?;
-                        }
-                        let lits: Vec<String> =
-                            texts.iter().filter_map(|t| literal_text(t)).collect();
-                        let re = if texts.len() == 1 {
-                            texts[0].clone()
-                        } else {
-                            texts
-                                .iter()
-                                .map(|t| format!("(?:{t})"))
-                                .collect::<Vec<_>>()
-                                .join("|")
-                        };
-                        c.regex.push(re);
-                        c.regex_literals
-                            .push(if lits.is_empty() { Vec::new() } else { lits });
-                    }
-                    LineOp::NotRegex => {
-                        for t in texts {
-                            check_regex(&t, part)?;
-                            c.not_regex.push(t);
-                        }
-                    }
-                    LineOp::Pattern | LineOp::NotPattern => {
-                        for t in &texts {
-                            let (re, _) = pattern_regex(t, false, part)?;
-                            if *op == LineOp::Pattern {
-                                if texts.len() > 1 {
-                                    return Err(skip("`or` between pattern filters", part));
-                                }
-                                c.regex.push(re);
-                                c.regex_literals.push(Vec::new());
-                            } else {
-                                c.not_regex.push(re);
-                            }
-                        }
-                    }
-                }
+    Ok(constants)
+}
+
+/// One line filter (`|=`, `!=`, `|~`, `!~`, `|>`, `!>`, with `or`).
+fn line_filter(op: LineOp, values: &[LineValue], part: &str, c: &mut Cond) -> Result<(), Skip> {
+    let mut texts = Vec::new();
+    for v in values {
+        match v {
+            LineValue::Text(t) => texts.push(t.clone()),
+            LineValue::Ip(_) => return Err(skip("ip() line filters have no counterpart", part)),
+        }
+    }
+    match op {
+        LineOp::Contains => {
+            if texts.iter().any(String::is_empty) {
+                return Ok(()); // `|= ""` keeps every line
             }
-            Stage::Parser {
-                kind,
-                params: ps,
-                arg,
-                span,
-            } => {
-                let part = text(src, *span);
-                parsed = true;
-                match kind.as_str() {
-                    "json" | "logfmt" | "unpack" => {
-                        for (label, path) in ps {
-                            if path.contains('[') {
-                                return Err(skip(
-                                    "a json path with an index or a quoted key",
-                                    part,
-                                ));
-                            }
-                            params.insert(label.clone(), path.clone());
-                        }
+            if texts.len() == 1 {
+                c.contains_all.extend(texts);
+            } else if c.contains.is_empty() {
+                c.contains = texts;
+            } else {
+                let alt: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
+                c.regex.push(alt.join("|"));
+                c.regex_literals.push(texts);
+            }
+        }
+        LineOp::NotContains => {
+            if texts.iter().any(String::is_empty) {
+                return Err(skip("`!= \"\"` drops every line", part));
+            }
+            c.not_contains.extend(texts)
+        }
+        LineOp::Regex => {
+            for t in &texts {
+                check_regex(t, part)?;
+            }
+            let lits: Vec<String> = texts.iter().filter_map(|t| literal_text(t)).collect();
+            let re = if texts.len() == 1 {
+                texts[0].clone()
+            } else {
+                texts
+                    .iter()
+                    .map(|t| format!("(?:{t})"))
+                    .collect::<Vec<_>>()
+                    .join("|")
+            };
+            c.regex.push(re);
+            c.regex_literals.push(lits);
+        }
+        LineOp::NotRegex => {
+            for t in texts {
+                check_regex(&t, part)?;
+                c.not_regex.push(t);
+            }
+        }
+        LineOp::Pattern | LineOp::NotPattern => {
+            for t in &texts {
+                let (re, _) = pattern_regex(t, false, part)?;
+                if op == LineOp::Pattern {
+                    if texts.len() > 1 {
+                        return Err(skip("`or` between pattern filters", part));
                     }
-                    "regexp" => {
-                        let re = arg.clone().unwrap_or_default();
-                        let compiled = regex::Regex::new(&re).map_err(|e| {
-                            skip(format!("the regexp does not compile here: {e}"), part)
-                        })?;
-                        let names = compiled
-                            .capture_names()
-                            .flatten()
-                            .map(str::to_string)
-                            .collect();
-                        captures.push((re, names));
-                    }
-                    _ => {
-                        let (re, names) = pattern_regex(arg.as_deref().unwrap_or(""), true, part)?;
-                        captures.push((re, names));
-                    }
+                    c.regex.push(re);
+                    c.regex_literals.push(Vec::new());
+                } else {
+                    c.not_regex.push(re);
                 }
-            }
-            Stage::Labels(e, span) => {
-                let part = text(src, *span);
-                let ctx = Ctx {
-                    parsed,
-                    params: &params,
-                    captures: &captures,
-                    selector: &selector_names,
-                };
-                label_filter(e, &ctx, &mut c, &mut used_captures, &mut notes, part)?;
-            }
-            Stage::Other(name, span) => {
-                return Err(skip(
-                    match name.as_str() {
-                        "line_format" => "`line_format` rewrites the line the later filters see",
-                        "label_format" => "`label_format` renames or rewrites labels",
-                        "unwrap" => "`unwrap` takes values from the lines; sigwatch counts lines",
-                        "drop" | "keep" => "`drop`/`keep` change the series' labels",
-                        "decolorize" => "`decolorize` rewrites the line the later filters see",
-                        _ => "this stage has no counterpart",
-                    },
-                    text(src, *span),
-                ))
             }
         }
     }
-    let mut m = LogMatch {
-        cond: c,
-        constants,
-        parsed,
-        notes,
-        captures: Vec::new(),
-    };
-    // A capture read by a filter (or the grouping, set later) needs its
-    // regex in the match; an unread one changes nothing.
-    for (re, names) in &captures {
-        if names.iter().any(|n| used_captures.contains(n)) {
-            m.cond.regex.insert(0, re.clone());
-            m.cond.regex_literals.insert(0, Vec::new());
+    Ok(())
+}
+
+/// A parser stage: the `json`/`logfmt` parameters it names, or the
+/// captures of a `regexp`/`pattern`.
+fn parser_stage(
+    kind: &str,
+    ps: &[(String, String)],
+    arg: Option<&str>,
+    part: &str,
+    params: &mut BTreeMap<String, String>,
+    captures: &mut Vec<(String, Vec<String>)>,
+) -> Result<(), Skip> {
+    match kind {
+        "json" | "logfmt" | "unpack" => {
+            for (label, path) in ps {
+                if path.contains('[') {
+                    return Err(skip("a json path with an index or a quoted key", part));
+                }
+                params.insert(label.clone(), path.clone());
+            }
         }
+        "regexp" => {
+            let re = arg.unwrap_or_default().to_string();
+            let compiled = regex::Regex::new(&re)
+                .map_err(|e| skip(format!("the regexp does not compile here: {e}"), part))?;
+            let names = compiled
+                .capture_names()
+                .flatten()
+                .map(str::to_string)
+                .collect();
+            captures.push((re, names));
+        }
+        _ => captures.push(pattern_regex(arg.unwrap_or(""), true, part)?),
     }
-    m.captures = captures;
-    Ok(m)
+    Ok(())
+}
+
+/// Why a stage that rewrites lines or labels is left out.
+fn other_stage(name: &str, part: &str) -> Skip {
+    skip(
+        match name {
+            "line_format" => "`line_format` rewrites the line the later filters see",
+            "label_format" => "`label_format` renames or rewrites labels",
+            "unwrap" => "`unwrap` takes values from the lines; sigwatch counts lines",
+            "drop" | "keep" => "`drop`/`keep` change the series' labels",
+            "decolorize" => "`decolorize` rewrites the line the later filters see",
+            _ => "this stage has no counterpart",
+        },
+        part,
+    )
 }
 
 struct Ctx<'a> {

@@ -198,6 +198,121 @@ fn with_key(s: &Shape, path: Option<&str>, value: &str) -> Shape {
 const SEC: i64 = 1_000_000_000;
 const MAX_LINES: u64 = 5000;
 
+/// The cases of one rule test file, as they are built.
+struct Cases<'a> {
+    id: &'a str,
+    /// The rule's `for`, in nanoseconds.
+    hold: i64,
+    /// The field or label that names the group, if the rule groups.
+    key: Option<&'a str>,
+    base: Shape,
+    /// The lines with one filter broken, and what was broken.
+    neg: Option<(Shape, String)>,
+    out: Vec<Value>,
+}
+
+impl Cases<'_> {
+    fn case(&mut self, name: String, inputs: Vec<Value>, end: i64, tol: i64, expect: Vec<Value>) {
+        let mut m = Mapping::new();
+        m.insert("name".into(), name.into());
+        m.insert("input".into(), Value::Sequence(inputs));
+        m.insert("end".into(), at(end).into());
+        m.insert("tolerance".into(), dur(tol.max(30 * SEC)).into());
+        m.insert("expect".into(), Value::Sequence(expect));
+        self.out.push(Value::Mapping(m));
+    }
+
+    fn expect(&self, group: &str, at_ns: i64) -> Value {
+        let mut m = Mapping::new();
+        m.insert("rule".into(), self.id.into());
+        m.insert("group".into(), group.into());
+        m.insert("at".into(), at(at_ns).into());
+        Value::Mapping(m)
+    }
+
+    /// One stream of matching lines in group `g1`, `lines` of them within
+    /// the window, that fires (count, share); then the broken lines, that
+    /// do not.
+    fn steady(&mut self, lines: u64, window_ns: i64, group: &str, name: String) -> Option<()> {
+        let step = (window_ns / (2 * lines as i64)).max(SEC / 1000);
+        let n = lines + (self.hold / step) as u64 + 2;
+        if n > MAX_LINES {
+            return None;
+        }
+        let fire = (lines as i64 - 1) * step + self.hold;
+        let end = (n as i64 - 1) * step;
+        let tol = window_ns / 60 + 2 * SEC;
+        let s = with_key(&self.base, self.key, "g1");
+        let expect = vec![self.expect(group, fire)];
+        self.case(name, vec![input(&s, 0, step, n, "s1")], end, tol, expect);
+        if let Some((b, what)) = self.neg.clone() {
+            let s = with_key(&b, self.key, "g1");
+            self.case(what, vec![input(&s, 0, step, n, "s1")], end, tol, vec![]);
+        }
+        Some(())
+    }
+
+    /// `groups` streams, one per group, matching at once: they fire; the
+    /// broken lines do not.
+    fn spread(&mut self, groups: u64, window_ns: i64, partition: Option<&str>) -> Option<()> {
+        let every = window_ns / 2;
+        let n = (self.hold / every.max(1)) as u64 + 2;
+        if groups > 200 || n * groups > MAX_LINES {
+            return None;
+        }
+        let key = self.key;
+        let feed = |s: &Shape| -> Vec<Value> {
+            (0..groups)
+                .map(|g| {
+                    let k = format!("g{}", g + 1);
+                    let mut s = with_key(s, key, &k);
+                    if let Some(p) = partition {
+                        s = with_key(&s, Some(p), "p1");
+                    }
+                    input(&s, g as i64 * SEC, every, n, &k)
+                })
+                .collect()
+        };
+        let group = if partition.is_some() { "p1" } else { "cluster" };
+        let fire = (groups as i64 - 1) * SEC + self.hold;
+        let end = (n as i64 - 1) * every + groups as i64 * SEC;
+        let tol = window_ns / 60 + 2 * SEC;
+        let inputs = feed(&self.base);
+        let expect = vec![self.expect(group, fire)];
+        self.case(
+            format!("{groups} groups matching at once fire"),
+            inputs,
+            end,
+            tol,
+            expect,
+        );
+        if let Some((b, what)) = self.neg.clone() {
+            let inputs = feed(&b);
+            self.case(what, inputs, end, tol, vec![]);
+        }
+        Some(())
+    }
+
+    /// One matching line and then silence fires; lines that keep coming
+    /// do not.
+    fn absent(&mut self, for_ns: i64) {
+        let fire = for_ns + self.hold;
+        let end = fire + for_ns / 2 + 10 * SEC;
+        let tol = for_ns / 60 + 6 * SEC;
+        let once = vec![input(&self.base, 0, SEC, 1, "s1")];
+        let expect = vec![self.expect("cluster", fire)];
+        let name = format!("no matching line for {} after one fires", dur(for_ns));
+        self.case(name, once, end, tol, expect);
+        let every = (for_ns / 3).max(SEC / 1000);
+        let n = (end / every) as u64 + 1;
+        if n <= MAX_LINES {
+            let steady = vec![input(&self.base, 0, every, n, "s1")];
+            let name = "matching lines that keep coming do not fire".to_string();
+            self.case(name, steady, end, tol, vec![]);
+        }
+    }
+}
+
 /// A rule test file for an imported rule, or None when no line can be
 /// built from its filters.
 pub fn rule_test(
@@ -215,154 +330,46 @@ pub fn rule_test(
         return None;
     }
     let key = t.group_by.first().map(String::as_str);
-    let mut cases = Vec::new();
-    let mut case = |name: String, inputs: Vec<Value>, end: i64, tol: i64, expect: Vec<Value>| {
-        let mut m = Mapping::new();
-        m.insert("name".into(), name.into());
-        m.insert("input".into(), Value::Sequence(inputs));
-        m.insert("end".into(), at(end).into());
-        m.insert("tolerance".into(), dur(tol.max(30 * SEC)).into());
-        m.insert("expect".into(), Value::Sequence(expect));
-        cases.push(Value::Mapping(m));
-    };
-    let expect = |group: &str, at_ns: i64| {
-        let mut m = Mapping::new();
-        m.insert("rule".into(), id.into());
-        m.insert("group".into(), group.into());
-        m.insert("at".into(), at(at_ns).into());
-        Value::Mapping(m)
-    };
     let neg = broken(t, &base);
+    let mut c = Cases {
+        id,
+        hold,
+        key,
+        base,
+        neg,
+        out: Vec::new(),
+    };
     match &t.kind {
         Kind::Count {
             threshold,
             window_ns,
         } => {
-            let step = (window_ns / (2 * *threshold as i64)).max(SEC / 1000);
-            let n = threshold + (hold / step) as u64 + 2;
-            if n > MAX_LINES {
-                return None;
-            }
-            let s = with_key(&base, key, "g1");
             let group = if key.is_some() { "g1" } else { "cluster" };
-            let fire = (*threshold as i64 - 1) * step + hold;
-            let end = (n as i64 - 1) * step;
-            let tol = window_ns / 60 + 2 * SEC;
-            case(
-                format!(
-                    "{threshold} matching line(s) within {} fire",
-                    dur(*window_ns)
-                ),
-                vec![input(&s, 0, step, n, "s1")],
-                end,
-                tol,
-                vec![expect(group, fire)],
+            let name = format!(
+                "{threshold} matching line(s) within {} fire",
+                dur(*window_ns)
             );
-            if let Some((b, what)) = &neg {
-                case(
-                    what.clone(),
-                    vec![input(&with_key(b, key, "g1"), 0, step, n, "s1")],
-                    end,
-                    tol,
-                    vec![],
-                );
-            }
+            c.steady(*threshold, *window_ns, group, name)?;
         }
         Kind::Spread {
             groups,
             window_ns,
             partition,
             ..
-        } => {
-            let every = window_ns / 2;
-            let n = (hold / every.max(1)) as u64 + 2;
-            if *groups > 200 || n * groups > MAX_LINES {
-                return None;
-            }
-            let part = |s: &Shape| match partition {
-                Some(p) => with_key(s, Some(p), "p1"),
-                None => s.clone(),
-            };
-            let feed = |s: &Shape| -> Vec<Value> {
-                (0..*groups)
-                    .map(|g| {
-                        let k = format!("g{}", g + 1);
-                        input(&part(&with_key(s, key, &k)), g as i64 * SEC, every, n, &k)
-                    })
-                    .collect()
-            };
-            let group = if partition.is_some() { "p1" } else { "cluster" };
-            let fire = (*groups as i64 - 1) * SEC + hold;
-            let end = (n as i64 - 1) * every + *groups as i64 * SEC;
-            let tol = window_ns / 60 + 2 * SEC;
-            case(
-                format!("{groups} groups matching at once fire"),
-                feed(&base),
-                end,
-                tol,
-                vec![expect(group, fire)],
-            );
-            if let Some((b, what)) = &neg {
-                case(what.clone(), feed(b), end, tol, vec![]);
-            }
-        }
+        } => c.spread(*groups, *window_ns, partition.as_deref())?,
         Kind::Share {
             window_ns,
             min_total,
             ..
         } => {
-            let step = (window_ns / (2 * *min_total as i64)).max(SEC / 1000);
-            let n = min_total + (hold / step) as u64 + 2;
-            if n > MAX_LINES {
-                return None;
-            }
-            let fire = (*min_total as i64 - 1) * step + hold;
-            let end = (n as i64 - 1) * step;
-            let tol = window_ns / 60 + 2 * SEC;
-            case(
-                "one group holding every matching line fires".into(),
-                vec![input(&with_key(&base, key, "g1"), 0, step, n, "s1")],
-                end,
-                tol,
-                vec![expect("g1", fire)],
-            );
-            if let Some((b, what)) = &neg {
-                case(
-                    what.clone(),
-                    vec![input(&with_key(b, key, "g1"), 0, step, n, "s1")],
-                    end,
-                    tol,
-                    vec![],
-                );
-            }
+            let name = "one group holding every matching line fires".to_string();
+            c.steady(*min_total, *window_ns, "g1", name)?;
         }
-        Kind::Absent { for_ns } => {
-            let fire = for_ns + hold;
-            let end = fire + for_ns / 2 + 10 * SEC;
-            let tol = for_ns / 60 + 6 * SEC;
-            case(
-                format!("no matching line for {} after one fires", dur(*for_ns)),
-                vec![input(&base, 0, SEC, 1, "s1")],
-                end,
-                tol,
-                vec![expect("cluster", fire)],
-            );
-            let every = (for_ns / 3).max(SEC / 1000);
-            let n = (end / every) as u64 + 1;
-            if n <= MAX_LINES {
-                case(
-                    "matching lines that keep coming do not fire".into(),
-                    vec![input(&base, 0, every, n, "s1")],
-                    end,
-                    tol,
-                    vec![],
-                );
-            }
-        }
+        Kind::Absent { for_ns } => c.absent(*for_ns),
     }
     let mut top = Mapping::new();
     top.insert("rules".into(), Value::Sequence(vec![rules_path.into()]));
-    top.insert("tests".into(), Value::Sequence(cases));
+    top.insert("tests".into(), Value::Sequence(c.out));
     let body = serde_yaml_ng::to_string(&Value::Mapping(top)).ok()?;
     Some(format!(
         "# Built by `sigwatch import loki-rules` from the filter strings of {id}.\n{body}"
