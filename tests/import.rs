@@ -523,3 +523,295 @@ fn the_imported_pack_fires_where_the_pack_does() {
     }
     assert!(compared >= 20, "only {compared} alerts compared");
 }
+
+/// The metric a Loki ruler evaluates, written here from LogQL's
+/// definition rather than from the importer: which lines count, per-group
+/// counts over `(t - range, t]` at each evaluation step, and the
+/// comparison the rule makes of them.
+struct LokiRule {
+    alert: &'static str,
+    container: &'static str,
+    /// `|= "a" or "b"`: a line holding any of these.
+    any_of: &'static [&'static str],
+    range_s: i64,
+    for_s: i64,
+    metric: Metric,
+}
+
+enum Metric {
+    /// `sum by (nodeID) (count_over_time(…)) > n`: the groups above n.
+    CountAbove(u64),
+    /// `count(sum by (nodeID) (…) > 0) >= n`: `cluster` when n groups count.
+    GroupsAtLeast(usize),
+    /// `g / on() group_left total >= r and on() total >= n`: the groups
+    /// holding at least r of a total of at least n.
+    ShareAtLeast(f64, u64),
+}
+
+/// A matching line as Loki would see it: its time and its `nodeID`.
+fn loki_lines(rule: &LokiRule, fixture: &str) -> Vec<(i64, String)> {
+    let text = std::fs::read_to_string(fixtures().join(fixture)).unwrap();
+    let mut d = sigwatch::decode::Decoder::new(&sigwatch::decode::KeyConfig::default(), false);
+    let src = sigwatch::source::Source::named(fixture);
+    let mut out = Vec::new();
+    for l in text.lines() {
+        let Some(p) = d.prepare(&src, l, None) else {
+            continue;
+        };
+        let e = d.event(&p);
+        let container = e.get("labels.container");
+        if container.as_deref() != Some(rule.container) {
+            continue;
+        }
+        if !rule.any_of.iter().any(|s| e.text.contains(s)) {
+            continue;
+        }
+        let node = e
+            .get("labels.nodeID")
+            .or_else(|| e.get("nodeID"))
+            .filter(|v| !v.is_empty())
+            .map(|v| v.into_owned())
+            // The group of lines without the label: `{nodeID=""}` in
+            // Loki, `unknown` in sigwatch.
+            .unwrap_or_else(|| "unknown".into());
+        out.push((e.time, node));
+    }
+    out
+}
+
+/// The groups the rule's expression returns at instant `t`.
+fn loki_eval(rule: &LokiRule, lines: &[(i64, String)], t: i64) -> BTreeSet<String> {
+    let range = rule.range_s * 1_000_000_000;
+    let mut per: BTreeMap<&str, u64> = BTreeMap::new();
+    for (at, g) in lines {
+        if *at > t - range && *at <= t {
+            *per.entry(g.as_str()).or_default() += 1;
+        }
+    }
+    let total: u64 = per.values().sum();
+    match rule.metric {
+        Metric::CountAbove(n) => per
+            .iter()
+            .filter(|(_, c)| **c > n)
+            .map(|(g, _)| g.to_string())
+            .collect(),
+        Metric::GroupsAtLeast(n) if per.len() >= n => ["cluster".to_string()].into(),
+        Metric::GroupsAtLeast(_) => BTreeSet::new(),
+        Metric::ShareAtLeast(r, n) if total >= n => per
+            .iter()
+            .filter(|(_, c)| **c as f64 / total as f64 >= r)
+            .map(|(g, _)| g.to_string())
+            .collect(),
+        Metric::ShareAtLeast(..) => BTreeSet::new(),
+    }
+}
+
+/// On the incident fixtures, at every one-minute evaluation step, the
+/// imported rule is firing for exactly the groups a Loki ruler would have
+/// firing: the expression true for the group at this step and, with a
+/// `for`, at every step of the `for` before it.
+#[test]
+fn the_imported_rules_fire_for_the_groups_and_minutes_the_logql_metric_does() {
+    const NODE_ERRS: &[&str] = &[
+        "redis: connection pool: failed to dial",
+        "redis: connection pool timeout",
+        "redis: discarding bad PubSub connection",
+        "could not update node",
+        "could not register node",
+        "unable to connect to redis",
+        "redis: client is closed",
+        "redis: connection pool exhausted",
+        ":6379: connect: connection refused",
+        ":6379: i/o timeout",
+    ];
+    let rules = [
+        LokiRule {
+            alert: "LivekitDrainFailed",
+            container: "livekit-server",
+            any_of: &["failed to mark as draining"],
+            range_s: 900,
+            for_s: 0,
+            metric: Metric::CountAbove(0),
+        },
+        LokiRule {
+            alert: "LivekitDrainStuck",
+            container: "livekit-server",
+            any_of: &["waiting for participants to exit"],
+            range_s: 60,
+            for_s: 600,
+            metric: Metric::CountAbove(0),
+        },
+        LokiRule {
+            alert: "LivekitRedisUnreachable",
+            container: "livekit-server",
+            any_of: NODE_ERRS,
+            range_s: 60,
+            for_s: 30,
+            metric: Metric::GroupsAtLeast(3),
+        },
+        LokiRule {
+            alert: "EgressBlackHole",
+            container: "egress",
+            any_of: &["egress_failed", "EGRESS_FAILED"],
+            range_s: 900,
+            for_s: 0,
+            metric: Metric::ShareAtLeast(0.8, 10),
+        },
+        LokiRule {
+            alert: "EgressDiskFull",
+            container: "egress",
+            any_of: &["No space left on the resource.", "no space left on device"],
+            range_s: 600,
+            for_s: 0,
+            metric: Metric::CountAbove(0),
+        },
+    ];
+    let files = vec![(
+        "fake/pack.yaml".to_string(),
+        std::fs::read_to_string(fixtures().join("loki-rules/fake/pack.yaml")).unwrap(),
+    )];
+    let imp = sigwatch::rules::logql::import_texts(&files, "x.yaml").unwrap();
+    let step = 60_000_000_000i64;
+    let mut firing_steps = 0;
+    let mut compared = 0;
+    let mut wrong = Vec::new();
+    for fixture in [
+        "livekit-redis-outage.log",
+        "livekit-redis-outage-timestamps.log",
+        "egress-black-hole.log",
+        "control-day.log",
+    ] {
+        let set =
+            sigwatch::rules::compile(&[("imported.yaml".into(), imp.rules_yaml.clone())]).unwrap();
+        let notes = replay(set, fixture);
+        for rule in &rules {
+            let lines = loki_lines(rule, fixture);
+            let Some(last) = notes.last_time else {
+                continue;
+            };
+            let first = notes.first_time;
+            // Episodes of the imported rule: group → [fired, resolved).
+            let mut episodes: BTreeMap<&str, Vec<(i64, i64)>> = BTreeMap::new();
+            for n in notes
+                .out
+                .iter()
+                .filter(|n| n.rule == rule.alert && !n.repeat)
+            {
+                let e = episodes.entry(n.group.as_str()).or_default();
+                match n.state {
+                    sigwatch::alert::AlertState::Firing => e.push((n.at, i64::MAX)),
+                    _ => {
+                        if let Some(open) = e.last_mut() {
+                            open.1 = n.at;
+                        }
+                    }
+                }
+            }
+            // Prometheus's `for` on a 1m evaluation: the expression true at
+            // every step back to one at least `for` before this one.
+            let hold = (rule.for_s * 1_000_000_000 + step - 1) / step * step;
+            // Every step a whole `for` after the first line, up to the last.
+            let mut t = (first / step + 1) * step + hold;
+            while t <= last {
+                let mut want = loki_eval(rule, &lines, t);
+                let mut back = t - step;
+                while back >= t - hold {
+                    let held = loki_eval(rule, &lines, back);
+                    want.retain(|g| held.contains(g));
+                    back -= step;
+                }
+                let got: BTreeSet<String> = episodes
+                    .iter()
+                    .filter(|(_, eps)| eps.iter().any(|(a, b)| *a <= t && t < *b))
+                    .map(|(g, _)| g.to_string())
+                    .collect();
+                if got != want {
+                    wrong.push(format!(
+                        "{fixture} {} at {}: sigwatch {got:?}, Loki {want:?}",
+                        rule.alert,
+                        sigwatch::clock::Stamp::at(t).as_str()
+                    ));
+                }
+                firing_steps += want.len();
+                compared += 1;
+                t += step;
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {compared} steps differ:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert!(
+        firing_steps >= 100,
+        "only {firing_steps} firing group-steps compared"
+    );
+}
+
+struct Replayed {
+    out: Vec<sigwatch::alert::Notification>,
+    first_time: i64,
+    last_time: Option<i64>,
+}
+
+fn replay(set: sigwatch::rules::RuleSet, fixture: &str) -> Replayed {
+    let text = std::fs::read_to_string(fixtures().join(fixture)).unwrap();
+    let mut e = sigwatch::Engine::new(set, sigwatch::Options::default()).unwrap();
+    let src = sigwatch::source::Source::named(fixture);
+    let mut d = sigwatch::decode::Decoder::new(&sigwatch::decode::KeyConfig::default(), false);
+    let (mut first, mut last) = (i64::MAX, None);
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if let Some(p) = d.prepare(&src, l, None) {
+            first = first.min(p.time);
+            last = Some(last.map_or(p.time, |x: i64| x.max(p.time)));
+        }
+        e.push_line(&src, l, None, &mut out);
+    }
+    e.finish(&mut out);
+    Replayed {
+        out,
+        first_time: first,
+        last_time: last,
+    }
+}
+
+/// A `for` between evaluations waits for the next one in the ruler; the
+/// import holds as long, and says so. A whole number of intervals, or a
+/// group's own interval that divides it, is kept as written.
+#[test]
+fn a_for_between_evaluations_is_held_as_the_ruler_holds_it() {
+    let text = r#"
+groups:
+  - name: a
+    rules:
+      - alert: Short
+        expr: sum(count_over_time({app="a"} |= "x" [1m])) > 0
+        for: 30s
+      - alert: Whole
+        expr: sum(count_over_time({app="a"} |= "x" [1m])) > 0
+        for: 2m
+  - name: b
+    interval: 15s
+    rules:
+      - alert: Fast
+        expr: sum(count_over_time({app="a"} |= "x" [1m])) > 0
+        for: 30s
+"#;
+    let imp =
+        sigwatch::rules::logql::import_texts(&[("t.yaml".into(), text.into())], "x.yaml").unwrap();
+    let rules: serde_yaml_ng::Value = serde_yaml_ng::from_str(&imp.rules_yaml).unwrap();
+    let fors: Vec<&str> = rules["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| r["for"].as_str().unwrap())
+        .collect();
+    assert_eq!(fors, ["1m", "2m", "30s"]);
+    let notes = |i: usize| imp.outcomes[i].result.clone().unwrap().join(" ");
+    assert!(notes(0).contains("for 30s held for 1m"), "{}", notes(0));
+    assert!(!notes(1).contains("held for"), "{}", notes(1));
+    assert!(!notes(2).contains("held for"), "{}", notes(2));
+}

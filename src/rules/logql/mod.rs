@@ -58,6 +58,10 @@ struct RulerFile {
 #[derive(Debug, Deserialize)]
 struct RulerGroup {
     name: String,
+    /// How often the ruler evaluates the group (`evaluation_interval`,
+    /// 1m by default, when absent).
+    #[serde(default)]
+    interval: Option<String>,
     #[serde(default)]
     rules: Vec<RulerRule>,
 }
@@ -211,10 +215,11 @@ pub fn import_texts(files: &[(String, String)], rules_path: &str) -> Result<Impo
                 }
                 let alert = r.alert.clone().unwrap_or_default();
                 let id = unique_id(&alert, &ns, &g.name, &mut ids);
-                match rule(r, &alert, &id, &origin, &ns) {
-                    Ok((value, t, notes)) => {
-                        if let Some(test) = tests::rule_test(&id, &t, r.for_.as_deref(), rules_path)
-                        {
+                let built = held_for(r, g.interval.as_deref())
+                    .and_then(|hold| rule(r, &alert, &id, &origin, &ns, hold));
+                match built {
+                    Ok((value, t, notes, hold)) => {
+                        if let Some(test) = tests::rule_test(&id, &t, hold, rules_path) {
                             imp.tests.push((format!("{id}.yaml"), test));
                         }
                         rules.push(value);
@@ -309,11 +314,49 @@ fn prom_dur(s: &str, what: &str) -> Result<i64, Skip> {
         })
 }
 
-type Built = (Value, Translation, Vec<String>);
+/// The ruler's default `evaluation_interval`.
+const EVERY_NS: i64 = 60_000_000_000;
 
-fn rule(r: &RulerRule, alert: &str, id: &str, origin: &str, ns: &str) -> Result<Built, Skip> {
+/// How long the condition must hold, as the ruler holds it: it evaluates
+/// every `interval` and fires at the first evaluation at least `for`
+/// after the first true one, so a `for` between evaluations waits for the
+/// next (`for: 30s` on a 1m interval holds 1m). sigwatch evaluates at every
+/// line; the import keeps the ruler's hold, with a note when it differs.
+fn held_for(r: &RulerRule, interval: Option<&str>) -> Result<(i64, Option<String>), Skip> {
+    let every = match interval {
+        Some(i) => prom_dur(i, "interval")?,
+        None => EVERY_NS,
+    };
+    let f = match &r.for_ {
+        Some(f) => prom_dur(f, "for")?,
+        None => 0,
+    };
+    if every <= 0 || f % every == 0 {
+        return Ok((f, None));
+    }
+    let held = (f / every + 1) * every;
+    let note = format!(
+        "for {} held for {}: the ruler evaluates every {} and fires at the first evaluation a whole `for` after the first true one",
+        dur(f),
+        dur(held),
+        dur(every)
+    );
+    Ok((held, Some(note)))
+}
+
+type Built = (Value, Translation, Vec<String>, i64);
+
+fn rule(
+    r: &RulerRule,
+    alert: &str,
+    id: &str,
+    origin: &str,
+    ns: &str,
+    (hold, hold_note): (i64, Option<String>),
+) -> Result<Built, Skip> {
     let mut t = translate::translate(&r.expr)?;
     let mut notes = std::mem::take(&mut t.notes);
+    notes.extend(hold_note);
     let mut m = Mapping::new();
     m.insert("id".into(), id.into());
     m.insert(
@@ -347,11 +390,8 @@ fn rule(r: &RulerRule, alert: &str, id: &str, origin: &str, ns: &str) -> Result<
         }
     }
     m.insert("detect".into(), detect_value(&t.kind));
-    if let Some(f) = &r.for_ {
-        let ns = prom_dur(f, "for")?;
-        if ns > 0 {
-            m.insert("for".into(), dur(ns).into());
-        }
+    if hold > 0 {
+        m.insert("for".into(), dur(hold).into());
     }
     // Loki resolves at the first evaluation the condition is false, or
     // keep_firing_for later.
@@ -382,7 +422,7 @@ fn rule(r: &RulerRule, alert: &str, id: &str, origin: &str, ns: &str) -> Result<
     if !labels.is_empty() {
         m.insert("labels".into(), Value::Mapping(labels));
     }
-    Ok((Value::Mapping(m), t, notes))
+    Ok((Value::Mapping(m), t, notes, hold))
 }
 
 fn severity(label: Option<&str>) -> (&'static str, Option<String>) {

@@ -315,16 +315,7 @@ impl Cases<'_> {
 
 /// A rule test file for an imported rule, or None when no line can be
 /// built from its filters.
-pub fn rule_test(
-    id: &str,
-    t: &Translation,
-    for_: Option<&str>,
-    rules_path: &str,
-) -> Option<String> {
-    let hold = for_
-        .and_then(|f| crate::duration::Dur::parse(f).ok())
-        .map(|d| d.ns())
-        .unwrap_or(0);
+pub fn rule_test(id: &str, t: &Translation, hold: i64, rules_path: &str) -> Option<String> {
     let base = shape(t)?;
     if t.group_by.first().is_some_and(|g| g == "level") {
         return None;
