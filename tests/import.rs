@@ -815,3 +815,28 @@ groups:
     assert!(!notes(1).contains("held for"), "{}", notes(1));
     assert!(!notes(2).contains("held for"), "{}", notes(2));
 }
+
+/// Whatever a ruler file holds, the import answers with a rule or a
+/// reason, never a panic: every prefix of expressions with non-ASCII text
+/// in strings, escapes, patterns and regexes.
+#[test]
+fn any_expression_gets_a_rule_or_a_reason() {
+    let exprs = [
+        r#"sum by (nodeID) (count_over_time({app="ä"} |= "fehlgeschlagen: größe" | json | level="error" [5m])) > 0"#,
+        r#"sum(count_over_time({app="a"} |= "\é\ü" !~ "ß+" [1m])) > 2"#,
+        r#"sum(count_over_time({app="a"} | pattern "é<x> ü <_> «<y>»" | x="1" [1m])) > 2"#,
+        r#"sum(count_over_time({app="a"} |> "<_> é <_>" !> "ü<_>" [1m])) > 2"#,
+        r#"sum by (p) (count_over_time({app="a"} | regexp `(?P<p>\w+) – failed` [1m])) / on() group_left sum(count_over_time({app="a"} | regexp `(?P<p>\w+) – failed` [1m])) > 0.6"#,
+        "absent_over_time({app=\"日本\"} |= `ログ` [5m])",
+    ];
+    let mut answered = 0;
+    for e in exprs {
+        for (i, _) in e.char_indices().chain([(e.len(), ' ')]) {
+            let _ = translate(&e[..i]);
+            answered += 1;
+        }
+        // Whole, each must translate: they are valid and in the model.
+        assert!(translate(e).is_ok(), "{e}: {:?}", translate(e).err());
+    }
+    assert!(answered > 300);
+}

@@ -56,16 +56,16 @@ fn lex(src: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                     break;
                 }
                 if d == b'\\' {
-                    let Some(&e) = b.get(i + 1) else {
+                    let Some(e) = src.get(i + 1..).and_then(|r| r.chars().next()) else {
                         return Err(err(i, "unterminated escape"));
                     };
                     s.push(match e {
-                        b'n' => '\n',
-                        b't' => '\t',
-                        b'r' => '\r',
-                        other => other as char,
+                        'n' => '\n',
+                        't' => '\t',
+                        'r' => '\r',
+                        other => other,
                     });
-                    i += 2;
+                    i += 1 + e.len_utf8();
                     continue;
                 }
                 let ch = src[i..].chars().next().unwrap_or('\u{fffd}');

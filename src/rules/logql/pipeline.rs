@@ -107,7 +107,13 @@ fn pattern_regex(p: &str, captures: bool, part: &str) -> Result<(String, Vec<Str
                 }
             }
         }
-        let next = rest[1..].find('<').map(|i| i + 1).unwrap_or(rest.len());
+        // The next `<` after this character (which may be a `<` that
+        // opened no capture).
+        let next = rest
+            .char_indices()
+            .skip(1)
+            .find(|(_, c)| *c == '<')
+            .map_or(rest.len(), |(i, _)| i);
         out.push_str(&regex::escape(&rest[..next]));
         rest = &rest[next..];
     }
