@@ -948,6 +948,35 @@ rules:
     }
 
     #[test]
+    fn excluded_regexes_and_negated_fields_confirm() {
+        let s = set("rules:\n  - id: n\n    title: n\n    severity: info\n    match:\n      contains: timeout\n      not_regex: 'health.?check'\n      field: {method: {not_equals: GET}, status: {ge: 500, lt: 600}}\n    detect: {count: {window: 1m}}\n");
+        let mut d = Decoder::new(&s.keys, false);
+        let mut confirm = |line: &str| {
+            let p = d.prepare(&Source::named("x"), line, None).unwrap();
+            let mut e = d.event(&p);
+            Matcher::confirm(&s.conditions[0], &mut e)
+        };
+        assert!(confirm(
+            r#"{"msg":"upstream timeout","method":"POST","status":503}"#
+        ));
+        // No method at all is not GET.
+        assert!(confirm(r#"{"msg":"upstream timeout","status":"502"}"#));
+        assert!(!confirm(
+            r#"{"msg":"health check timeout","method":"POST","status":503}"#
+        ));
+        assert!(!confirm(
+            r#"{"msg":"healthcheck timeout","method":"POST","status":503}"#
+        ));
+        assert!(!confirm(
+            r#"{"msg":"upstream timeout","method":"GET","status":503}"#
+        ));
+        assert!(!confirm(
+            r#"{"msg":"upstream timeout","method":"POST","status":600}"#
+        ));
+        assert!(!confirm(r#"{"msg":"upstream timeout","method":"POST"}"#));
+    }
+
+    #[test]
     fn regex_captures_become_fields() {
         let s = set("rules:\n  - id: g\n    title: g\n    severity: info\n    match:\n      contains: DeadlineExceeded\n      regex: 'upstream=(?P<upstream>\\S+)'\n    detect: {count: {window: 1m}}\n");
         let m = Matcher::new(&s).unwrap();
