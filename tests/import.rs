@@ -458,10 +458,102 @@ fn the_command_writes_rules_that_check_and_tests_that_pass() {
     assert_eq!(o.status.code(), Some(0));
 }
 
+/// Lines without stream labels are selected by an imported rule's
+/// selector once `--label` gives them the label; a line whose prefix names
+/// the label keeps its own value; a malformed `--label` is refused.
+#[test]
+fn piped_lines_are_given_the_labels_a_selector_selects_by() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("imported.yaml");
+    let o = Command::new(bin())
+        .args(["import", "loki-rules"])
+        .arg(fixtures().join("loki-rules/fake/pack.yaml"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("select streams by container (egress, livekit-server)"),
+        "{s}"
+    );
+    let fired = |log: &str, labels: &[&str]| -> BTreeSet<String> {
+        let mut c = Command::new(bin());
+        c.args([
+            "replay",
+            "--no-builtin-rules",
+            "--output",
+            "json",
+            "--no-summary",
+        ])
+        .arg("--rules")
+        .arg(&out);
+        for l in labels {
+            c.args(["--label", l]);
+        }
+        let o = c.arg(fixtures().join(log)).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|n| n["state"] == "firing")
+            .map(|n| {
+                format!(
+                    "{} {}",
+                    n["rule"].as_str().unwrap(),
+                    n["group"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let bare = "egress-black-hole-timestamps.log";
+    assert!(fired(bare, &[]).is_empty());
+    let given = fired(bare, &["container=egress", "app=egress"]);
+    assert!(
+        given.iter().any(|a| a.starts_with("EgressBlackHole ")),
+        "{given:?}"
+    );
+    assert!(
+        given.iter().any(|a| a.starts_with("EgressDiskFull ")),
+        "{given:?}"
+    );
+    // The kubectl prefix names the container: --label does not override it.
+    let prefixed = "egress-black-hole.log";
+    assert_eq!(
+        fired(prefixed, &["container=livekit-server"]),
+        fired(prefixed, &[])
+    );
+    assert!(!fired(prefixed, &[]).is_empty());
+    for bad in ["container", "9x=a", "container="] {
+        let o = Command::new(bin())
+            .args(["replay", "--label", bad])
+            .arg(fixtures().join(bare))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "--label {bad}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--label"),
+            "--label {bad}"
+        );
+    }
+}
+
 /// (rule, group) pairs that fire on a fixture.
 fn fired(set: sigwatch::rules::RuleSet, fixture: &str) -> BTreeSet<(String, String)> {
     let text = std::fs::read_to_string(fixtures().join(fixture)).unwrap();
     let mut e = sigwatch::Engine::new(set, sigwatch::Options::default()).unwrap();
+    e.set_default_labels(default_labels(fixture));
     let src = sigwatch::source::Source::named(fixture);
     let mut out = Vec::new();
     for l in text.lines() {
@@ -496,9 +588,8 @@ fn the_imported_pack_fires_where_the_pack_does() {
     for fixture in [
         "livekit-redis-outage.log",
         "livekit-redis-outage-timestamps.log",
-        // (egress-black-hole-timestamps.log has no stream labels: the
-        // selector's container="egress" selects none of it, in Loki too.)
         "egress-black-hole.log",
+        "egress-black-hole-timestamps.log",
         "control-day.log",
     ] {
         let pack = fired(sigwatch::rules::load_builtin().unwrap(), fixture);
@@ -522,6 +613,16 @@ fn the_imported_pack_fires_where_the_pack_does() {
         }
     }
     assert!(compared >= 20, "only {compared} alerts compared");
+}
+
+/// The labels a fixture's lines carry where their prefix names none, as
+/// `--label` gives them: the egress log with bare Docker-time lines is one
+/// container's.
+fn default_labels(fixture: &str) -> Vec<(String, String)> {
+    match fixture {
+        "egress-black-hole-timestamps.log" => vec![("container".into(), "egress".into())],
+        _ => Vec::new(),
+    }
 }
 
 /// The metric a Loki ruler evaluates, written here from LogQL's
@@ -552,6 +653,7 @@ enum Metric {
 fn loki_lines(rule: &LokiRule, fixture: &str) -> Vec<(i64, String)> {
     let text = std::fs::read_to_string(fixtures().join(fixture)).unwrap();
     let mut d = sigwatch::decode::Decoder::new(&sigwatch::decode::KeyConfig::default(), false);
+    d.set_default_labels(default_labels(fixture));
     let src = sigwatch::source::Source::named(fixture);
     let mut out = Vec::new();
     for l in text.lines() {
@@ -679,6 +781,7 @@ fn the_imported_rules_fire_for_the_groups_and_minutes_the_logql_metric_does() {
         "livekit-redis-outage.log",
         "livekit-redis-outage-timestamps.log",
         "egress-black-hole.log",
+        "egress-black-hole-timestamps.log",
         "control-day.log",
     ] {
         let set =
@@ -759,6 +862,7 @@ struct Replayed {
 fn replay(set: sigwatch::rules::RuleSet, fixture: &str) -> Replayed {
     let text = std::fs::read_to_string(fixtures().join(fixture)).unwrap();
     let mut e = sigwatch::Engine::new(set, sigwatch::Options::default()).unwrap();
+    e.set_default_labels(default_labels(fixture));
     let src = sigwatch::source::Source::named(fixture);
     let mut d = sigwatch::decode::Decoder::new(&sigwatch::decode::KeyConfig::default(), false);
     let (mut first, mut last) = (i64::MAX, None);

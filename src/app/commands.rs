@@ -465,6 +465,20 @@ pub fn import_loki_rules(
             .map(|d| format!(" and {} test file(s) in {}", imp.tests.len(), d.display()))
             .unwrap_or_default()
     );
+    if !imp.selector_labels.is_empty() {
+        let said: Vec<String> = imp
+            .selector_labels
+            .iter()
+            .map(|(k, vs)| {
+                let vs: Vec<&str> = vs.iter().map(String::as_str).collect();
+                format!("{k} ({})", vs.join(", "))
+            })
+            .collect();
+        println!(
+            "note: the rules select streams by {}. Lines from Loki carry their labels; piped or read from files, a kubectl --prefix gives pod and container, and `--label NAME=VALUE` any other.",
+            said.join(", ")
+        );
+    }
     if imp.partial() && !allow_partial {
         eprintln!("sigwatch: {skipped} alerting rule(s) were not translated (see above); --allow-partial accepts that");
         return 1;

@@ -144,6 +144,30 @@ fn parse_dur(s: &str) -> Result<Dur, String> {
     Dur::parse(s)
 }
 
+/// `--label NAME=VALUE`: a Prometheus-style label name and a value that
+/// is not empty (an empty label is an absent one).
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(format!("{s:?} is not NAME=VALUE"));
+    };
+    let mut chars = name.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!(
+            "{name:?} is not a label name (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    if value.is_empty() {
+        return Err(format!(
+            "{name}= has no value (an empty label is an absent one)"
+        ));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
 /// `--output`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -227,6 +251,12 @@ pub struct PipelineOptions {
     /// How late an event may arrive behind the newest one and still count in its window.
     #[arg(help_heading = "Detection", long, default_value = "5s", value_parser = parse_dur)]
     pub lateness: Dur,
+    /// A label every line carries unless its stream names it, NAME=VALUE
+    /// (repeatable): what a Loki selector selects by (`app=livekit`), for
+    /// lines piped in or read from files. A kubectl prefix, a pod log's
+    /// path or a Loki stream that names the label keeps its own value.
+    #[arg(help_heading = "Detection", long = "label", value_name = "NAME=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
     /// Webhook request timeout.
     #[arg(help_heading = "Delivery", long, default_value = "5s", value_parser = parse_dur)]
     pub webhook_timeout: Dur,
@@ -301,6 +331,7 @@ impl Default for PipelineOptions {
             output: Output::Auto,
             config_receivers: false,
             lateness: Dur::secs(5),
+            labels: Vec::new(),
             webhook_timeout: Dur::secs(5),
             shutdown_timeout: Dur::secs(10),
             stats: false,
@@ -373,6 +404,7 @@ pub fn build_engine(p: &PipelineOptions, live: bool) -> Result<Engine, AppError>
             lateness_ns: p.lateness.ns(),
         },
     )?;
+    engine.set_default_labels(p.labels.clone());
     if let Some(f) = &p.templates {
         load_templates(&mut engine, f)?;
     }

@@ -211,6 +211,9 @@ pub struct Decoder {
     stats: DecodeStats,
     /// The input hints were logged.
     hinted: bool,
+    /// Labels a stream carries when neither its source nor its prefix
+    /// gives them (`--label`).
+    default_labels: Vec<(String, String)>,
 }
 
 impl Decoder {
@@ -251,9 +254,17 @@ impl Decoder {
             live,
             stats: DecodeStats::default(),
             hinted: false,
+            default_labels: Vec::new(),
         };
         decoder.rekey(keys, group_keys);
         decoder
+    }
+
+    /// Labels every stream carries unless its source or its line prefix
+    /// names them (`--label app=livekit` for piped lines a Loki selector
+    /// would select by). Streams made before keep theirs.
+    pub fn set_default_labels(&mut self, labels: Vec<(String, String)>) {
+        self.default_labels = labels;
     }
 
     /// Recompiles the field scanners for a new key configuration (after a

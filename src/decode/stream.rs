@@ -126,6 +126,11 @@ impl Decoder {
                 labels.push(("namespace".into(), ns.to_string()));
             }
         }
+        for (k, v) in &self.default_labels {
+            if !labels.iter().any(|(n, _)| n == k) {
+                labels.push((k.clone(), v.clone()));
+            }
+        }
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
         let saved = self
             .restored

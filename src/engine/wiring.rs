@@ -236,6 +236,12 @@ impl Engine {
         Ok(summary)
     }
 
+    /// Labels every line carries unless its stream names them (`--label`):
+    /// what a Loki selector selects by, for lines piped or read from files.
+    pub fn set_default_labels(&mut self, labels: Vec<(String, String)>) {
+        self.decoder.set_default_labels(labels);
+    }
+
     /// Sharded: spread and share rules count and export, but do not alert
     /// (their groups are spread over replicas; see [`Engine::exports`]).
     pub fn set_local_cluster_alerts(&mut self, on: bool) {

@@ -107,6 +107,9 @@ pub struct Import {
     pub tests: Vec<(String, String)>,
     /// One per ruler rule, in file order.
     pub outcomes: Vec<Outcome>,
+    /// The labels the translated rules' selectors fix, with their values:
+    /// what piped lines must be given (`--label`) to be selected.
+    pub selector_labels: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Import {
@@ -219,6 +222,12 @@ pub fn import_texts(files: &[(String, String)], rules_path: &str) -> Result<Impo
                     .and_then(|hold| rule(r, &alert, &id, &origin, &ns, hold));
                 match built {
                     Ok((value, t, notes, hold)) => {
+                        for (k, v) in &t.constants {
+                            imp.selector_labels
+                                .entry(k.clone())
+                                .or_default()
+                                .insert(v.clone());
+                        }
                         if let Some(test) = tests::rule_test(&id, &t, hold, rules_path) {
                             imp.tests.push((format!("{id}.yaml"), test));
                         }
