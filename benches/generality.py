@@ -197,6 +197,28 @@ def revisions(data, system):
             yield name, new, new + suffix
 
 
+def show_false_new(truth, found, n, lines):
+    """Prints (on stderr) new-after-learning templates whose lines belong
+    to events seen while learning, with the template those events had."""
+    half = len(truth) // 2
+    first_line = {}
+    for i, f in enumerate(found):
+        first_line.setdefault(f, i)
+    learned = collections.defaultdict(collections.Counter)
+    example = {}
+    for i, (t, f) in enumerate(zip(truth[:half], found[:half])):
+        learned[t][f] += 1
+        example.setdefault((t, f), i)
+    shown = 0
+    for f, i in sorted(first_line.items(), key=lambda x: x[1]):
+        if i < half or truth[i] not in learned or shown >= n:
+            continue
+        shown += 1
+        was = learned[truth[i]].most_common(1)[0][0]
+        print(f"false new: {truth[i]}\n  now: {f}: {lines[i]}\n  was: {was}: {lines[example[(truth[i], was)]]}",
+              file=sys.stderr)
+
+
 def concat_main(a, parts):
     """The concatenated stream per part and label revision (see the module
     doc)."""
@@ -211,8 +233,16 @@ def concat_main(a, parts):
             rows, raw = read_rows(structured), read_lines(log)
             if len(raw) != len(rows):
                 continue
+            if a.perturb > 0:
+                raw, contents = perturb(raw, rows, a.perturb, seed=system)
+                rows = [dict(r, Content=c) for r, c in zip(rows, contents)]
             streams[(part, label)].append((system, raw, rows))
     for (part, label), systems in sorted(streams.items()):
+        if a.order_seed is not None:
+            # Another order of the same systems: interference depends on
+            # which system a second half follows.
+            systems = list(systems)
+            random.Random(a.order_seed).shuffle(systems)
         lines, truth, contents = [], [], []
         for half in (0, 1):
             for system, raw, rows in systems:
@@ -230,6 +260,8 @@ def concat_main(a, parts):
             print(f"| {part} | {label} | {len(systems)} | line count {len(found)} != {len(truth)} | | | | | | |")
             continue
         known, new, surfaced, really = novelty(truth, found)
+        if a.show:
+            show_false_new(truth, found, a.show, lines)
         cells = [f"{ga(truth, found):.3f}"]
         if a.no_drain:
             cells.append("—")
@@ -253,6 +285,10 @@ def main():
     ap.add_argument("--no-drain", action="store_true")
     ap.add_argument("--perturb", type=float, default=0.0)
     ap.add_argument("--concat", action="store_true")
+    ap.add_argument("--order-seed", type=int, default=None,
+                    help="--concat: shuffle the systems' order with this seed")
+    ap.add_argument("--show", type=int, default=0,
+                    help="--concat: print up to N false-new templates beside the template their event had")
     a = ap.parse_args()
     parts = ["dev", "held"] if a.part == "all" else [a.part]
     if a.concat:
