@@ -15,9 +15,15 @@
 //! * [`DirLock`] holds the state directory for one process: a second
 //!   sigwatch on the same directory is a clear setup error, not two writers
 //!   overwriting each other's checkpoints.
+//! * Everything here is private to the user sigwatch runs as: the files
+//!   hold raw log lines (the ingest log, spools, templates) that the web
+//!   credential protects, so directories are created 0700 and files 0600
+//!   (less what a stricter umask takes away). [`warn_if_shared`] says so,
+//!   as ssh does, when a directory or a credential file is open to others.
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -72,16 +78,73 @@ fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.{seq}{TEMP_SUFFIX}", std::process::id()))
 }
 
+/// The mode of files sigwatch writes: the user's alone.
+pub const FILE_MODE: u32 = 0o600;
+/// The mode of directories sigwatch creates.
+pub const DIR_MODE: u32 = 0o700;
+
+/// Creates `dir` and its missing parents 0700 (less the umask). A
+/// directory that exists keeps its mode: making `/tmp` private would break
+/// the machine; [`warn_if_shared`] says when it is open.
+pub fn private_dir(dir: &Path) -> Result<(), DurableError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(err(dir))
+}
+
+/// Opens `path` for writing, created 0600 (less the umask) if missing.
+pub fn private_file(path: &Path, truncate: bool) -> std::io::Result<File> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .mode(FILE_MODE)
+        .open(path)
+}
+
+/// Says (once per call, as a warning) when `path` is open to other users:
+/// a permission bit for others on a credential file or on the state
+/// directory. Returns whether it was. The group's bits are the owner's
+/// choice (Kubernetes' `fsGroup` gives a pod's secrets to its group); a
+/// path that cannot be read is left to whoever opens it.
+pub fn warn_if_shared(path: &Path, what: &str) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o007 == 0 {
+        return false;
+    }
+    let fix = if meta.is_dir() {
+        "chmod 700"
+    } else {
+        "chmod 600"
+    };
+    tracing::warn!(
+        path = %path.display(),
+        mode = %format!("{mode:04o}"),
+        "The {what} is readable by other users ({fix} it)."
+    );
+    true
+}
+
 /// Writes `bytes` to `path` atomically and durably (see the module docs).
-/// Creates the parent directory if needed.
+/// Creates the parent directory (0700) if needed; the file is 0600.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DurableError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     if let Some(d) = dir {
-        std::fs::create_dir_all(d).map_err(err(d))?;
+        private_dir(d)?;
     }
     let tmp = temp_path(path);
     let written = (|| {
-        let mut f = File::options().write(true).create_new(true).open(&tmp)?;
+        let mut f = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -147,15 +210,10 @@ pub enum LockError {
 impl DirLock {
     /// Takes `dir` (created if missing) or says who holds it.
     pub fn take(dir: &Path) -> Result<DirLock, LockError> {
-        std::fs::create_dir_all(dir).map_err(err(dir))?;
+        private_dir(dir)?;
+        warn_if_shared(dir, "state directory");
         let path = dir.join("lock");
-        let mut file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(err(&path))?;
+        let mut file = private_file(&path, false).map_err(err(&path))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -274,6 +332,59 @@ impl Drop for Rewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn what_is_written_is_the_users_alone() {
+        let d = tempfile::tempdir().unwrap();
+        // Under a permissive umask too, what sigwatch creates is private
+        // (the process's umask is 022 or stricter in CI; 0600/0700 are
+        // the most it leaves).
+        let p = d.path().join("state").join("wal").join("checkpoint.json");
+        write_atomic(&p, b"lines").unwrap();
+        assert_eq!(mode(&p) & 0o077, 0, "file {:o}", mode(&p));
+        assert_eq!(mode(p.parent().unwrap()) & 0o077, 0);
+        assert_eq!(mode(&d.path().join("state")) & 0o077, 0);
+        let _lock = DirLock::take(&d.path().join("state")).unwrap();
+        assert_eq!(mode(&d.path().join("state/lock")) & 0o077, 0);
+        let seg = d.path().join("state/wal/0000.log");
+        drop(private_file(&seg, true).unwrap());
+        assert_eq!(mode(&seg) & 0o077, 0);
+        // A file made private stays so when rewritten over a shared one.
+        let shared = d.path().join("templates.json");
+        std::fs::write(&shared, "x").unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomic(&shared, b"y").unwrap();
+        assert_eq!(mode(&shared), FILE_MODE);
+    }
+
+    #[test]
+    fn a_directory_that_exists_keeps_its_mode_and_a_shared_file_is_told() {
+        let d = tempfile::tempdir().unwrap();
+        let open = d.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&open).unwrap();
+        assert_eq!(mode(&open), 0o755, "an existing directory is not changed");
+        assert!(warn_if_shared(&open, "state directory"));
+        let key = d.path().join("token");
+        std::fs::write(&key, "t").unwrap();
+        for (m, shared) in [
+            (0o644, true),
+            (0o640, false),
+            (0o440, false),
+            (0o604, true),
+            (0o600, false),
+            (0o400, false),
+        ] {
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(m)).unwrap();
+            assert_eq!(warn_if_shared(&key, "token file"), shared, "{m:o}");
+        }
+        assert!(!warn_if_shared(&d.path().join("missing"), "token file"));
+    }
 
     #[test]
     fn atomic_writes_replace_the_file_and_leave_no_temporary() {

@@ -1040,4 +1040,19 @@ fn kill_9_after_acknowledged_pushes_loses_no_line_and_pages_nothing_twice() {
     while let Ok(l) = ingest.lines.try_recv() {
         assert!(!l.starts_with("{\"state\":\"firing\""), "fired twice: {l}");
     }
+    // The ingest log, the checkpoint and the lock hold raw lines and
+    // alerts: nobody but the user reads them.
+    let mut seen = 0;
+    let mut todo = vec![state.clone()];
+    while let Some(p) = todo.pop() {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(&p).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}", p.display());
+        seen += 1;
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(seen >= 4, "only {seen} paths under the state dir");
 }

@@ -616,3 +616,42 @@ async fn guarded_metrics_need_the_credential_and_the_probes_still_do_not() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--web-token-file"));
 }
+
+/// A credential file or a state directory that other users can read is
+/// said at start, as ssh says it; a private one is not.
+#[test]
+fn credentials_and_state_open_to_others_are_warned_of_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "tok-1\n").unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let run = |token_mode: u32, state_mode: u32| -> String {
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(token_mode)).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(state_mode)).unwrap();
+        let o = Command::new(BIN)
+            .args(["run", "--log-level", "warn"])
+            .arg(format!("--listen=127.0.0.1:{}", free_port()))
+            .arg("--web-token-file")
+            .arg(&tokens)
+            .arg("--state-dir")
+            .arg(&state)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let open = run(0o644, 0o755);
+    assert!(
+        open.contains("web token file is readable by other users (chmod 600 it)"),
+        "{open}"
+    );
+    assert!(
+        open.contains("state directory is readable by other users (chmod 700 it)"),
+        "{open}"
+    );
+    let private = run(0o600, 0o700);
+    assert!(!private.contains("readable by other users"), "{private}");
+}

@@ -443,6 +443,7 @@ pub fn load_templates(engine: &mut Engine, path: &std::path::Path) -> Result<usi
 /// variable `env` (none when `env` is empty).
 pub fn read_secret(env: &str, file: &Option<PathBuf>) -> Result<Option<String>, AppError> {
     if let Some(f) = file {
+        crate::durable::warn_if_shared(f, "secret file");
         let s = std::fs::read_to_string(f)
             .map_err(AppError::io(format!("cannot read {}", f.display())))?;
         return Ok(Some(s.trim().to_string()));

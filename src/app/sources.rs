@@ -839,6 +839,7 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
 pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppError> {
     let mut tokens = Vec::new();
     for f in &a.web_token_file {
+        crate::durable::warn_if_shared(f, "web token file");
         tokens.extend(
             crate::server::auth::tokens_from_file(f).map_err(|e| AppError::Setup(e.to_string()))?,
         );
@@ -857,6 +858,7 @@ pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppE
 pub fn ingest_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppError> {
     let mut tokens = Vec::new();
     for f in &a.ingest_token_file {
+        crate::durable::warn_if_shared(f, "ingest token file");
         tokens.extend(
             crate::server::auth::tokens_from_file(f).map_err(|e| AppError::Setup(e.to_string()))?,
         );
@@ -884,9 +886,12 @@ fn tls_pair(
 ) -> Result<Option<crate::server::tls::Served>, AppError> {
     match (cert, key) {
         (None, None) => Ok(None),
-        (Some(cert), Some(key)) => crate::server::tls::Served::load(cert, key)
-            .map(Some)
-            .map_err(|e| AppError::Setup(e.to_string())),
+        (Some(cert), Some(key)) => {
+            crate::durable::warn_if_shared(key, &format!("{what} TLS key"));
+            crate::server::tls::Served::load(cert, key)
+                .map(Some)
+                .map_err(|e| AppError::Setup(e.to_string()))
+        }
         _ => Err(AppError::Setup(format!(
             "a TLS certificate needs its key and a key its certificate: give both --{what}-tls-cert and --{what}-tls-key ({what}.tls_cert_file and {what}.tls_key_file)"
         ))),

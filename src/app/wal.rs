@@ -118,10 +118,9 @@ impl Wal {
         after: Option<u64>,
     ) -> Result<(Wal, Vec<(u64, Batch)>), AppError> {
         let dir = state_dir.join("wal");
-        std::fs::create_dir_all(&dir).map_err(AppError::io(format!(
-            "cannot create the ingest log {}",
-            dir.display()
-        )))?;
+        crate::durable::private_dir(&dir).map_err(|e| {
+            AppError::io(format!("cannot create the ingest log {}", dir.display()))(e.source)
+        })?;
         let after = after.unwrap_or(0);
         let mut again = Vec::new();
         let mut end = 0u64;
@@ -187,11 +186,7 @@ fn trim(dir: &Path, pos: u64) {
 
 fn open_segment(dir: &Path, start: u64) -> Result<std::fs::File, AppError> {
     let path = segment_path(dir, start);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&path)
+    let f = crate::durable::private_file(&path, true)
         .map_err(AppError::io(format!("cannot open {}", path.display())))?;
     // The new file's name must be on disk too.
     if let Ok(d) = std::fs::File::open(dir) {
