@@ -14,8 +14,44 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
 
+pub mod flap;
 mod saved;
+pub use flap::{FlapHold, FlapState};
 pub use saved::{render_orphan, AlertsState, Fate, Orphan, Restore, RuleCard};
+
+/// A firing notification of `rule` for `group` with nothing else set, for
+/// the tests of the stages after the engine.
+#[cfg(test)]
+pub(crate) fn test_notification(rule: &str, group: &str) -> Notification {
+    let labels: BTreeMap<String, String> = [("alertname", rule), ("group", group)]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Notification {
+        state: AlertState::Firing,
+        rule: rule.into(),
+        title: rule.into(),
+        severity: "critical".into(),
+        group: group.into(),
+        labels,
+        annotations: BTreeMap::new(),
+        starts_at: Stamp::at(0),
+        ends_at: None,
+        count: 1,
+        first_seen: None,
+        last_seen: None,
+        top_groups: Vec::new(),
+        share: None,
+        samples: Vec::new(),
+        template: None,
+        fingerprint: format!("{rule}/{group}"),
+        repeat: false,
+        incident: None,
+        links: None,
+        origins: Vec::new(),
+        at: 0,
+    }
+}
 
 /// Notification state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

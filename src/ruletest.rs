@@ -21,7 +21,7 @@
 //!       - {rule: egress.black_hole, group: NE_bad, state: firing, at: +1m50s}
 //! ```
 
-use crate::alert::{AlertState, Notification};
+use crate::alert::{AlertState, FlapHold, Notification};
 use crate::decode::time;
 use crate::duration::{format_duration, Dur};
 use crate::engine::{Engine, Options};
@@ -70,6 +70,12 @@ pub struct Case {
     /// failure.
     #[serde(default)]
     pub expect: Vec<Expect>,
+    /// Hold each resolution this long, as `run` and `replay` do without
+    /// `--group-incidents` (sigwatch.yaml `incidents.flap_window`): a
+    /// firing within it continues the episode. Default: none, the engine's
+    /// notifications as they are made.
+    #[serde(default)]
+    pub flap_window: Option<Dur>,
 }
 
 /// Input of a case: one line (maybe repeated), or a fixture file.
@@ -437,6 +443,7 @@ impl Case {
                 labels: BTreeMap::new(),
             }],
             end: None,
+            flap_window: None,
             expect: Vec::new(),
         }
     }
@@ -478,12 +485,23 @@ fn execute(
     let (fed, sources) = expand(case, start, dir)?;
     let mut out = Vec::new();
     let mut seen = Vec::new();
+    let mut hold = FlapHold::new(case.flap_window.map_or(0, |d| d.ns()));
+    let mut passed = Vec::new();
     // A notification's instant: the event time the engine made it at (a
     // resolution when it became due, whatever line came next), else the
-    // event-time clock of the feed when it came out.
-    let collect = |out: &mut Vec<Notification>, seen: &mut Vec<Seen>, clock: i64| {
-        for n in out.drain(..) {
-            let at = if n.at != 0 { n.at } else { clock };
+    // event-time clock of the feed when it came out; then the flap hold.
+    let mut collect = |out: &mut Vec<Notification>, seen: &mut Vec<Seen>, clock: Option<i64>| {
+        for mut n in out.drain(..) {
+            if n.at == 0 {
+                n.at = clock.unwrap_or(i64::MAX);
+            }
+            hold.observe(n, &mut passed);
+        }
+        match clock {
+            Some(c) => hold.tick(c, &mut passed),
+            None => hold.finish(&mut passed),
+        }
+        for n in passed.drain(..) {
             seen.push(Seen {
                 state: match n.state {
                     AlertState::Firing => "firing",
@@ -492,7 +510,7 @@ fn execute(
                 .to_string(),
                 rule: n.rule,
                 group: n.group,
-                at,
+                at: n.at,
                 annotations: n.annotations,
             });
         }
@@ -505,7 +523,7 @@ fn execute(
             None => engine.push_line(src, &f.text, None, &mut out),
         }
         last = last.max(f.key);
-        collect(&mut out, &mut seen, last);
+        collect(&mut out, &mut seen, Some(last));
     }
     if let Some(end) = &case.end {
         let end = instant(end, start)?;
@@ -517,11 +535,17 @@ fn execute(
         }
         // Every notification carries its own instant: one step to the end.
         engine.advance_to(end.saturating_add(lateness), &mut out);
-        collect(&mut out, &mut seen, end);
+        collect(&mut out, &mut seen, Some(end));
     }
     engine.finish(&mut out);
     let t = engine.watermark().unwrap_or(last);
-    collect(&mut out, &mut seen, t);
+    let mut end_of_input = std::mem::take(&mut out);
+    for n in &mut end_of_input {
+        if n.at == 0 {
+            n.at = t;
+        }
+    }
+    collect(&mut end_of_input, &mut seen, None);
     let hits = engine
         .rule_stats()
         .into_iter()

@@ -506,3 +506,44 @@ fn get_with(port: u16, path: &str, authorization: Option<&str>) -> Option<(u16, 
     let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
     Some((status, body))
 }
+
+#[test]
+fn the_status_page_shows_a_resolution_held_for_its_flap_window() {
+    let port = free_port();
+    let mut child = Killed(
+        Command::new(BIN)
+            .args(["run", "--log-level", "error"])
+            .arg(format!("--listen=127.0.0.1:{port}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = child.0.stdin.take().unwrap();
+    let t0 = 1_714_570_000i64;
+    writeln!(
+        stdin,
+        "{}\n{}",
+        format_args!(r#"{{"level":"error","ts":{t0}.000,"logger":"egress","msg":"No space left on the resource.","nodeID":"NE_fl4p"}}"#),
+        format_args!(r#"{{"level":"debug","ts":{}.000,"logger":"egress","msg":"cpu check","nodeID":"NE_other"}}"#, t0 + 21 * 60),
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "no held resolution on /api/status");
+        if let Some((200, body)) = get(port, "/api/status") {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if v["flapping"].as_array().is_some_and(|a| a.len() == 1) {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dom = dump_dom(&format!("http://127.0.0.1:{port}/"), 5000);
+    let held = attrs(&dom, "div", "card flapping sev-critical", "data-flapping");
+    assert_eq!(held, ["egress.disk_full/NE_fl4p"], "{dom}");
+    assert!(dom.contains("1 resolution(s) held for the flap window"));
+    assert!(dom.contains("sent as resolved at 2024-05-01T13:51:40.000Z unless it fires again"));
+    drop(stdin);
+}

@@ -263,3 +263,136 @@ fn a_disk_that_refuses_writes_gives_one_error_a_counter_and_no_temporaries() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
+
+/// A resolution held for its flap window is kept across a restart: the
+/// alert firing again in the next run continues the episode (nothing
+/// sent), and the resolution that finally goes out carries the episode's
+/// first start.
+#[test]
+fn a_held_resolution_survives_restarts_and_the_episode_stays_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let t0 = 1_714_570_000i64; // 2024-05-01T13:26:40Z
+    let full = |t: i64| {
+        format!(
+            r#"{{"level":"error","ts":{t}.000,"logger":"egress","msg":"No space left on the resource.","nodeID":"NE_fl4p"}}"#
+        )
+    };
+    let beat = |t: i64| {
+        format!(
+            r#"{{"level":"debug","ts":{t}.000,"logger":"egress","msg":"cpu check","nodeID":"NE_other","available":7.5}}"#
+        )
+    };
+    let run = |lines: Vec<String>| -> Vec<serde_json::Value> {
+        let mut child = Command::new(BIN)
+            .args([
+                "run",
+                "--output",
+                "json",
+                "--log-level",
+                "error",
+                "--listen",
+                "none",
+            ])
+            .arg("--state-dir")
+            .arg(&state)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for l in &lines {
+            writeln!(stdin, "{l}").unwrap();
+        }
+        drop(stdin);
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|n| n["rule"] == "egress.disk_full")
+            .collect()
+    };
+    let m = 60;
+    // Run 1: full at t0; out of the window at +10m, resolved at +20m (the
+    // rule's resolve_after), held for the flap window (5m).
+    let first = run(vec![full(t0), beat(t0 + 10 * m), beat(t0 + 21 * m)]);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["state"], "firing");
+    let start = first[0]["starts_at"].clone();
+    // Run 2: full again at +23m, within the window: the same episode.
+    let second = run(vec![
+        full(t0 + 23 * m),
+        beat(t0 + 30 * m),
+        beat(t0 + 40 * m),
+    ]);
+    assert!(second.is_empty(), "a flap paged again: {second:?}");
+    // Run 3: out of the window at +33m, resolved at +43m, held to +48m.
+    let third = run(vec![beat(t0 + 45 * m), beat(t0 + 49 * m)]);
+    assert_eq!(third.len(), 1, "{third:?}");
+    assert_eq!(third[0]["state"], "resolved");
+    assert_eq!(
+        third[0]["starts_at"], start,
+        "one episode, as receivers know it"
+    );
+    assert_eq!(third[0]["ends_at"], "2024-05-01T14:09:40.000Z");
+}
+
+/// While a resolution is held the status page lists it and /metrics
+/// counts it; the firing that takes it back is counted as a flap held.
+#[test]
+fn a_held_resolution_is_on_the_status_page_and_in_the_metrics() {
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["run", "--output", "json", "--log-level", "error"])
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _child = Killed(child);
+    let t0 = 1_714_570_000i64;
+    let full = |t: i64| {
+        format!(
+            r#"{{"level":"error","ts":{t}.000,"logger":"egress","msg":"No space left on the resource.","nodeID":"NE_fl4p"}}"#
+        )
+    };
+    let beat = |t: i64| {
+        format!(
+            r#"{{"level":"debug","ts":{t}.000,"logger":"egress","msg":"cpu check","nodeID":"NE_other","available":7.5}}"#
+        )
+    };
+    let metric = |name: &str| -> Option<i64> {
+        get(port, "/metrics")?
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .last()?
+            .parse()
+            .ok()
+    };
+    writeln!(stdin, "{}\n{}", full(t0), beat(t0 + 21 * 60)).unwrap();
+    stdin.flush().unwrap();
+    wait_for("the held resolution on /api/status", || {
+        get(port, "/api/status").is_some_and(|s| {
+            let v: serde_json::Value = serde_json::from_str(&s).unwrap_or_default();
+            v["flapping"].as_array().is_some_and(|f| {
+                f.len() == 1
+                    && f[0]["rule"] == "egress.disk_full"
+                    && f[0]["group"] == "NE_fl4p"
+                    && f[0]["resolved_at"] == "2024-05-01T13:46:40.000Z"
+                    && f[0]["held_until"] == "2024-05-01T13:51:40.000Z"
+            })
+        })
+    });
+    assert_eq!(metric("sigwatch_state{kind=\"resolutions_held\"}"), Some(1));
+    writeln!(stdin, "{}", full(t0 + 23 * 60)).unwrap();
+    stdin.flush().unwrap();
+    wait_for("the flap counted", || {
+        metric("sigwatch_events_total{kind=\"flaps_held\"}") == Some(1)
+    });
+    wait_for("nothing held any more", || {
+        metric("sigwatch_state{kind=\"resolutions_held\"}") == Some(0)
+    });
+}

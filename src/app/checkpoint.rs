@@ -50,6 +50,10 @@ pub struct Checkpoint {
     /// Firing alerts as the status page shows them.
     #[serde(default)]
     pub board: Vec<Notification>,
+    /// Resolutions held for their flap window, and the episodes that went
+    /// on through a flap.
+    #[serde(default)]
+    pub flaps: crate::alert::FlapState,
     /// Loki query → cursor (ns): everything before it is in this state.
     #[serde(default)]
     pub loki: BTreeMap<String, i64>,

@@ -8,7 +8,7 @@
 //! was told before the restart). [`finish`] is the end of every run and
 //! replay: the bounded drain, what was not delivered, the last counters.
 
-use crate::alert::Notification;
+use crate::alert::{FlapHold, Notification};
 use crate::incident::{IncidentConfig, Incidents};
 use crate::links::{LinkOptions, Linker};
 use crate::notify::Dispatcher;
@@ -36,6 +36,13 @@ pub struct Delivery {
     /// Firing alerts silenced, by fingerprint: sent if still firing when
     /// their silence ends.
     held: std::collections::BTreeMap<String, Notification>,
+    /// Alert-level flap damping (the incidents' flap window, when alerts
+    /// are not grouped into incidents).
+    pub flaps: FlapHold,
+    passed: Vec<Notification>,
+    /// The held resolutions stay held at the stop (the checkpoint keeps
+    /// them for the next run) instead of going out.
+    keep_flaps: bool,
 }
 
 /// Most silenced firing alerts remembered for when their silence ends.
@@ -150,8 +157,12 @@ impl Delivery {
         grouping: bool,
     ) -> Delivery {
         dispatcher.set_grouping(grouping);
+        let flaps = FlapHold::new(if grouping { 0 } else { cfg.flap_window });
         Delivery {
             dispatcher,
+            flaps,
+            passed: Vec::new(),
+            keep_flaps: false,
             incidents: Incidents::new(set, cfg),
             board: Board::default(),
             recorder: None,
@@ -162,6 +173,25 @@ impl Delivery {
             silences: None,
             held: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// The resolutions held for their flap window, for the status page:
+    /// rule, group, when it resolved and until when it is held.
+    pub fn flap_status(&self) -> serde_json::Value {
+        let window = self.flaps.window();
+        self.flaps
+            .held()
+            .map(|n| {
+                serde_json::json!({
+                    "rule": n.rule,
+                    "group": n.group,
+                    "severity": n.severity,
+                    "starts_at": n.starts_at.as_str(),
+                    "resolved_at": n.ends_at.as_ref().map(|e| e.to_string()),
+                    "held_until": crate::clock::format_rfc3339(n.at.saturating_add(window)),
+                })
+            })
+            .collect()
     }
 
     /// Also holds back what `book`'s silences cover.
@@ -269,16 +299,20 @@ impl Delivery {
                     n.labels.insert("incident".to_string(), id);
                 }
             }
-            self.board.alert(&n);
             if let Some(r) = self.recorder.as_mut() {
                 r.alert(&n);
             }
-            if !self.silenced(&n) {
-                self.dispatcher.dispatch(n).await;
-            }
+            let mut passed = std::mem::take(&mut self.passed);
+            self.flaps.observe(n, &mut passed);
+            self.send_alerts(&mut passed).await;
+            self.passed = passed;
             self.send_incidents().await;
         }
         if let Some(now) = now {
+            let mut passed = std::mem::take(&mut self.passed);
+            self.flaps.tick(now, &mut passed);
+            self.send_alerts(&mut passed).await;
+            self.passed = passed;
             self.incidents.tick(now, &mut self.scratch);
             self.send_incidents().await;
         }
@@ -289,10 +323,34 @@ impl Delivery {
         }
     }
 
-    /// End of input: the incident updates still held back.
+    /// A state directory keeps the held resolutions across the stop: the
+    /// next run sends them when their window ends, or takes them back when
+    /// the alert fires again; [`Delivery::flush`] leaves them.
+    pub fn keep_flaps_at_stop(&mut self) {
+        self.keep_flaps = true;
+    }
+
+    /// End of input: the resolutions (unless a state directory keeps
+    /// them) and incident updates still held back.
     pub async fn flush(&mut self) {
+        let mut passed = std::mem::take(&mut self.passed);
+        if !self.keep_flaps {
+            self.flaps.finish(&mut passed);
+        }
+        self.send_alerts(&mut passed).await;
         self.incidents.finish(&mut self.scratch);
         self.send_incidents().await;
+    }
+
+    /// Alert notifications past the flap hold: on the status board, then
+    /// to the receivers unless silenced.
+    async fn send_alerts(&mut self, passed: &mut Vec<Notification>) {
+        for n in passed.drain(..) {
+            self.board.alert(&n);
+            if !self.silenced(&n) {
+                self.dispatcher.dispatch(n).await;
+            }
+        }
     }
 
     async fn send_incidents(&mut self) {

@@ -62,9 +62,16 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     let (grouping, incident_cfg) = super::incident_settings(&p)?;
     let mut d = Delivery::new(d, engine.rules(), incident_cfg, grouping)
         .with_links(engine.rules(), p.links(a.loki.as_deref()));
-    if let Some((incidents, board, mut active)) = restored {
+    if let Some(Kept {
+        incidents,
+        board,
+        flaps,
+        alertmanager: mut active,
+    }) = restored
+    {
         d.incidents.restore(incidents);
         d.board.restore(board);
+        d.flaps.restore(flaps);
         for am in &ams {
             use crate::notify::Receiver;
             if let Some(a) = active.remove(&checkpoint::receiver_key(&am.identity())) {
@@ -171,12 +178,15 @@ async fn lock_state_dir(dir: &std::path::Path) -> Result<crate::durable::DirLock
 struct Restored {
     resume: sources::Resume,
     saved_files: BTreeMap<String, (String, u64)>,
-    #[allow(clippy::type_complexity)]
-    restored: Option<(
-        crate::incident::IncidentsState,
-        Vec<Notification>,
-        BTreeMap<String, crate::notify::alertmanager::ActiveState>,
-    )>,
+    restored: Option<Kept>,
+}
+
+/// What the delivery side gets back from a checkpoint.
+struct Kept {
+    incidents: crate::incident::IncidentsState,
+    board: Vec<Notification>,
+    flaps: crate::alert::FlapState,
+    alertmanager: BTreeMap<String, crate::notify::alertmanager::ActiveState>,
 }
 
 /// Restores the engine from what the state directory held (resolves of
@@ -188,12 +198,7 @@ fn restore(
 ) -> Restored {
     let mut resume = sources::Resume::default();
     let mut saved_files = BTreeMap::new();
-    #[allow(clippy::type_complexity)]
-    let mut restored: Option<(
-        crate::incident::IncidentsState,
-        Vec<Notification>,
-        BTreeMap<String, crate::notify::alertmanager::ActiveState>,
-    )> = None;
+    let mut restored: Option<Kept> = None;
     match loaded {
         checkpoint::Loaded::Fresh => {}
         checkpoint::Loaded::Current(c) => {
@@ -213,7 +218,12 @@ fn restore(
             resume.ingest_wal = c.ingest_wal;
             resume.files = crate::source::file::parse_offsets(&c.files);
             saved_files = c.files;
-            restored = Some((c.incidents, c.board, c.alertmanager));
+            restored = Some(Kept {
+                incidents: c.incidents,
+                board: c.board,
+                flaps: c.flaps,
+                alertmanager: c.alertmanager,
+            });
         }
     }
     Restored {
@@ -554,6 +564,7 @@ async fn drive(
     }
     if let Some(k) = state.as_mut() {
         final_checkpoint(k, &engine, &d, &p);
+        d.keep_flaps_at_stop();
     }
     Ok(finish(&p, &engine, d).await)
 }
@@ -670,7 +681,17 @@ fn publish(
             lag.round() as i64,
         ));
     }
+    samples.push(crate::stats::Sample::event("flaps_held", d.flaps.flaps()));
+    samples.push(crate::stats::Sample::event(
+        "flap_hold_overflow",
+        d.flaps.overflow(),
+    ));
+    samples.push(crate::stats::Sample::state(
+        "resolutions_held",
+        i64::try_from(d.flaps.held().count()).unwrap_or(i64::MAX),
+    ));
     let mut status = d.board.status(&d.incidents, &telemetry.source());
+    status["flapping"] = d.flap_status();
     if let Some(book) = d.silence_book() {
         samples.push(crate::stats::Sample::event(
             "notifications_silenced",
@@ -821,6 +842,7 @@ impl StateKeeper {
             engine: engine.checkpoint(),
             incidents: d.incidents.save(),
             board: d.board.save(),
+            flaps: d.flaps.save(),
             loki: self.loki.clone(),
             files: self.files.clone(),
             ingest_wal: self.wal_at,

@@ -519,6 +519,14 @@ fn summary_end(o: &mut String, delivery: &Delivery) {
     use std::fmt::Write;
     let open = delivery.incidents.open();
     let st = delivery.incidents.stats();
+    if delivery.flaps.flaps() > 0 {
+        let _ = writeln!(
+            o,
+            "flaps      {} alert(s) fired again within the flap window ({}) of their resolution: held as one episode each",
+            delivery.flaps.flaps(),
+            crate::duration::Dur(delivery.flaps.window())
+        );
+    }
     if st.opened > 0 {
         let _ = writeln!(
             o,

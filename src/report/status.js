@@ -64,6 +64,16 @@
         h("div", "meta", x.id + " · by " + (x.created_by || "?") + " · until " + x.ends_at + " · " + x.comment, c);
       });
     }
+    var flap = s.flapping || [];
+    if (flap.length) {
+      h("h2", "", flap.length + " resolution(s) held for the flap window: firing again before then is the same episode, not a new page", incs);
+      flap.forEach(function (x) {
+        var c = h("div", "card flapping sev-" + x.severity, undefined, incs);
+        c.setAttribute("data-flapping", x.rule + "/" + x.group);
+        h("div", "title", x.rule + " · " + x.group, c);
+        h("div", "meta", "firing since " + x.starts_at + " · resolved " + x.resolved_at + " · sent as resolved at " + x.held_until + " unless it fires again", c);
+      });
+    }
     var f = document.getElementById("firing");
     f.textContent = "";
     h("h2", "", s.firing.length + " alert(s) firing", f);
