@@ -531,7 +531,10 @@ fn the_status_page_shows_a_resolution_held_for_its_flap_window() {
     stdin.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        assert!(Instant::now() < deadline, "no held resolution on /api/status");
+        assert!(
+            Instant::now() < deadline,
+            "no held resolution on /api/status"
+        );
         if let Some((200, body)) = get(port, "/api/status") {
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
             if v["flapping"].as_array().is_some_and(|a| a.len() == 1) {

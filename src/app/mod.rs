@@ -21,6 +21,7 @@ pub(crate) mod receivers;
 pub mod replay;
 pub mod silence;
 pub mod sources;
+pub(crate) mod state;
 pub mod suggest;
 pub(crate) mod syslog;
 pub(crate) mod wal;
