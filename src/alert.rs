@@ -374,6 +374,15 @@ impl Alerts {
             .count()
     }
 
+    /// Alerts of rule `ri` firing now.
+    pub fn firing_of(&self, ri: usize) -> usize {
+        self.rules.get(ri).map_or(0, |m| {
+            m.values()
+                .filter(|t| matches!(t.phase, Phase::Firing { .. }))
+                .count()
+        })
+    }
+
     /// The next instant at which time alone may change the alert of
     /// (`ri`, `key`) (see the engine's timers), if it is tracked.
     pub fn due(&self, ri: usize, rule: &Rule, key: &str) -> Option<i64> {

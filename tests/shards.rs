@@ -19,47 +19,6 @@ const QUERY: &str = r#"{namespace="livekit"}"#;
 /// shard.
 const CLUSTER: &str = "livekit.redis_unreachable";
 
-/// The Redis outage, one stream per pod (kubectl's prefix becomes the pod
-/// label), its 25 minutes ending a minute ago. Returns the line count.
-fn outage(store: &Shared) -> usize {
-    let text = std::fs::read_to_string(format!(
-        "{}/fixtures/livekit-redis-outage.log",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let now = sigwatch::clock::wall_ns();
-    let mut last = None;
-    let times: Vec<i64> = text
-        .lines()
-        .map(|l| {
-            let t = sigwatch::decode::peek_time(l, last, None).or(last).unwrap();
-            last = Some(t);
-            t
-        })
-        .collect();
-    let end = *times.iter().max().unwrap();
-    let mut s = store.lock().unwrap();
-    for (l, t) in text.lines().zip(times) {
-        let (prefix, body) = l.split_once("] ").unwrap();
-        let pod = prefix
-            .trim_start_matches("[pod/")
-            .split('/')
-            .next()
-            .unwrap();
-        s.entries.push((
-            labels(&[
-                ("namespace", "livekit"),
-                ("pod", pod),
-                ("container", "livekit-server"),
-            ]),
-            now - 60_000_000_000 - (end - t),
-            body.to_string(),
-            BTreeMap::new(),
-        ));
-    }
-    text.lines().count()
-}
-
 /// One `sigwatch run` on the in-test Loki, notifications to `dir/name.ndjson`.
 struct Run {
     name: String,

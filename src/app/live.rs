@@ -94,6 +94,11 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     let _resenders: Vec<_> = ams.iter().map(|a| a.spawn_resender()).collect();
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
     let telemetry = Arc::new(Telemetry::new());
+    if let Some(shard) = a.shard().filter(|s| s.is_split()) {
+        // Which share this replica reads, for dashboards (one series, 1).
+        let (i, n) = (shard.index.to_string(), shard.count.to_string());
+        telemetry.set_state(&[("kind", "shard"), ("shard", &i), ("shards", &n)], 1);
+    }
     telemetry.set_silences(silences);
     // Each source feeds the one loop through a bounded channel; blocks are
     // scanned on the way (off the detection thread).
@@ -597,7 +602,13 @@ fn publish(
             "notifications_silenced",
             book.silenced(),
         ));
-        status["silences"] = book.active(wall_ns());
+        let active = book.active(wall_ns());
+        let n = active.as_array().map_or(0, Vec::len);
+        samples.push(crate::stats::Sample::state(
+            "silences_active",
+            i64::try_from(n).unwrap_or(i64::MAX),
+        ));
+        status["silences"] = active;
     }
     telemetry.update(&Snapshot {
         samples,

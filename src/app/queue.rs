@@ -96,12 +96,48 @@ impl PushQueue {
             wal: wal.clone(),
             ready,
         });
+        queue.publish_depth();
         Ok(Opened {
             queue,
             wal,
             again,
             ready: ready_tx,
         })
+    }
+
+    /// Every request outcome of both protocols from 0 (a dashboard's
+    /// rate() has its series before the first push), and the queue's
+    /// bytes in use as `sigwatch_state{kind="ingest_queue_bytes"}`, four
+    /// times a second while the queue lives.
+    fn publish_depth(self: &Arc<Self>) {
+        for proto in ["loki", "otlp"] {
+            for outcome in ["accepted", "busy", "malformed", "unsupported", "too_large"] {
+                let pairs = [
+                    ("kind", "ingest_requests"),
+                    ("protocol", proto),
+                    ("outcome", outcome),
+                ];
+                self.add(&pairs, 0);
+            }
+            self.add(&[("kind", "ingest_lines"), ("protocol", proto)], 0);
+        }
+        self.telemetry.set_state(
+            &[("kind", "ingest_queue_limit_bytes")],
+            i64::try_from(self.queue_bytes).unwrap_or(i64::MAX),
+        );
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let Some(q) = weak.upgrade() else { return };
+                let used = q.queue_bytes.saturating_sub(q.queue.available_permits());
+                q.telemetry.set_state(
+                    &[("kind", "ingest_queue_bytes")],
+                    i64::try_from(used).unwrap_or(i64::MAX),
+                );
+            }
+        });
     }
 
     /// Feeds the logged batches again, in order, then lets the listeners

@@ -361,6 +361,7 @@ impl Engine {
                 out.push(Sample::event(kind, v));
             }
             out.push(Sample::state("templates", n.templates as i64));
+            out.push(Sample::state("novelty_learning", i64::from(n.learning)));
         }
         for (format, v) in d.formats.nonzero() {
             out.push(Sample::event("lines_by_format", v).with("format", format));
@@ -370,6 +371,14 @@ impl Engine {
             out.push(Sample::event("evicted_groups", evicted).with("rule", &rule));
         }
         out.push(Sample::state("alerts_firing", self.firing() as i64));
+        for (ri, r) in self.rules.rules.iter().enumerate() {
+            let n = i64::try_from(self.alerts.firing_of(ri)).unwrap_or(i64::MAX);
+            out.push(
+                Sample::state("rule_alerts_firing", n)
+                    .with("rule", &r.id)
+                    .with("severity", r.severity.as_str()),
+            );
+        }
         for ((rule, partition, group), c) in self.exports.series() {
             let labels = vec![
                 ("rule", rule.to_string()),

@@ -278,6 +278,12 @@ impl Telemetry {
         self.group_labels.store(on, Ordering::Relaxed);
     }
 
+    /// Sets the gauge `sigwatch_state` with these labels (the ingest
+    /// queue's bytes).
+    pub fn set_state(&self, pairs: &[(&str, &str)], value: i64) {
+        self.gauges.get_or_create(&l(pairs)).set(value);
+    }
+
     /// Adds `n` to the counter `sigwatch_events_total` with these labels
     /// (the ingest endpoints' requests and lines).
     pub fn add(&self, pairs: &[(&str, &str)], n: u64) {
@@ -334,8 +340,10 @@ impl Telemetry {
             Fam::Hits => &self.hits,
         };
         let prev = seen.entry((fam, labels.clone())).or_insert(0);
+        // Created at 0: a dashboard's rate() has a series from the start.
+        let c = family.get_or_create(&labels);
         if value > *prev {
-            family.get_or_create(&labels).inc_by(value - *prev);
+            c.inc_by(value - *prev);
             *prev = value;
         }
     }
