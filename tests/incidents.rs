@@ -214,16 +214,34 @@ fn a_flapping_alert_pages_once_as_an_incident_and_the_config_tunes_it() {
     let dir = tempfile::tempdir().unwrap();
     let (rules, log) = flapping(dir.path());
     let base = ["--no-builtin-rules", "--no-novelty", "--rules", &rules];
-    // The alerts themselves: every transition, unchanged.
+    // The alerts as receivers get them without grouping: the flap window
+    // holds each resolution, so the hour is one episode.
     let alerts = replay(&[&base[..], &[log.as_str()]].concat());
-    let firing = alerts.iter().filter(|n| n["state"] == "firing").count();
+    let states: Vec<&str> = alerts
+        .iter()
+        .map(|n| n["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["firing", "resolved"], "{alerts:?}");
+    assert_eq!(alerts[1]["starts_at"], alerts[0]["starts_at"]);
+    // Without a flap window: every transition of the engine.
+    let cfg = dir.path().join("sigwatch.yaml");
+    std::fs::write(&cfg, "incidents:\n  flap_window: 0s\n").unwrap();
+    let every = replay(
+        &[
+            &base[..],
+            &["--config", cfg.to_str().unwrap(), log.as_str()],
+        ]
+        .concat(),
+    );
+    let firing = every.iter().filter(|n| n["state"] == "firing").count();
     assert_eq!(firing, 15);
+    // The held resolution carries the end the last transition had.
+    assert_eq!(alerts[1]["ends_at"], every.last().unwrap()["ends_at"]);
     // As incidents: one page, resolved when the alert last resolved.
     let notes = replay(&[&base[..], &["--group-incidents", log.as_str()]].concat());
     assert_eq!(events(&notes), ["opened", "resolved"], "{notes:?}");
-    assert_eq!(notes[1]["ends_at"], alerts.last().unwrap()["ends_at"]);
+    assert_eq!(notes[1]["ends_at"], every.last().unwrap()["ends_at"]);
     // No flap window: a page per flap.
-    let cfg = dir.path().join("sigwatch.yaml");
     std::fs::write(&cfg, "incidents:\n  group: true\n  flap_window: 0s\n").unwrap();
     let notes = replay(
         &[

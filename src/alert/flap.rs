@@ -16,7 +16,7 @@
 
 use super::{AlertState, Notification};
 use crate::clock::Stamp;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Most resolutions held at once; past it a resolution is sent at once.
 pub const MAX_HELD: usize = 10_000;
@@ -34,6 +34,9 @@ pub struct FlapHold {
     flaps: u64,
     /// Resolutions sent at once because [`MAX_HELD`] were held.
     overflow: u64,
+    /// The ids of the rules loaded, when known: a resolution of a rule
+    /// that is gone (removed by a reload) cannot flap and goes at once.
+    rules: Option<HashSet<String>>,
 }
 
 /// What a checkpoint keeps of the hold.
@@ -69,6 +72,15 @@ impl FlapHold {
         self.window
     }
 
+    /// The rules loaded now (at the start and after every reload).
+    pub fn set_rules<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
+        self.rules = Some(ids.into_iter().map(str::to_string).collect());
+    }
+
+    fn loaded(&self, rule: &str) -> bool {
+        self.rules.as_ref().is_none_or(|r| r.contains(rule))
+    }
+
     /// Re-firings taken back into their episode since the start.
     pub fn flaps(&self) -> u64 {
         self.flaps
@@ -101,6 +113,11 @@ impl FlapHold {
             n.starts_at = first.clone();
         }
         match n.state {
+            AlertState::Resolved if !self.loaded(&n.rule) => {
+                self.held.remove(&n.fingerprint);
+                self.continued.remove(&n.fingerprint);
+                out.push(n);
+            }
             AlertState::Resolved => {
                 if self.held.len() >= MAX_HELD && !self.held.contains_key(&n.fingerprint) {
                     self.overflow += 1;
@@ -139,7 +156,7 @@ impl FlapHold {
         let due: Vec<String> = self
             .held
             .iter()
-            .filter(|(_, r)| r.at.saturating_add(self.window) <= now)
+            .filter(|(_, r)| r.at.saturating_add(self.window) <= now || !self.loaded(&r.rule))
             .map(|(k, _)| k.clone())
             .collect();
         let mut released = Vec::new();
@@ -158,7 +175,9 @@ impl FlapHold {
 
     fn release(&mut self, key: String, out: &mut Vec<Notification>) {
         if let Some(mut r) = self.held.remove(&key) {
-            r.at = r.at.saturating_add(self.window);
+            if self.loaded(&r.rule) {
+                r.at = r.at.saturating_add(self.window);
+            }
             self.continued.remove(&key);
             out.push(r);
         }
@@ -260,6 +279,26 @@ mod tests {
         );
         assert_eq!(out[2].starts_at, Stamp::at(12 * M));
         assert_eq!(h.flaps(), 0);
+    }
+
+    #[test]
+    fn a_removed_rule_cannot_flap_its_resolution_goes_at_once() {
+        let mut h = FlapHold::new(5 * M);
+        h.set_rules(["r"]);
+        let mut out = Vec::new();
+        h.observe(note(AlertState::Firing, 0, 0), &mut out);
+        h.observe(note(AlertState::Resolved, M, 0), &mut out);
+        assert_eq!(out.len(), 1, "held while the rule is loaded");
+        // A reload removes the rule: what was held goes at the next tick,
+        // at the instant it was made.
+        h.set_rules(["other"]);
+        h.tick(2 * M, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].at, M);
+        h.observe(note(AlertState::Firing, 3 * M, 3 * M), &mut out);
+        h.observe(note(AlertState::Resolved, 4 * M, 3 * M), &mut out);
+        assert_eq!(out.len(), 4, "not held: {out:?}");
+        assert_eq!(h.held().count(), 0);
     }
 
     #[test]

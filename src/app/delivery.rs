@@ -157,7 +157,8 @@ impl Delivery {
         grouping: bool,
     ) -> Delivery {
         dispatcher.set_grouping(grouping);
-        let flaps = FlapHold::new(if grouping { 0 } else { cfg.flap_window });
+        let mut flaps = FlapHold::new(if grouping { 0 } else { cfg.flap_window });
+        flaps.set_rules(set.rules.iter().map(|r| r.id.as_str()));
         Delivery {
             dispatcher,
             flaps,
@@ -278,6 +279,8 @@ impl Delivery {
     /// New rules: new links for incidents still to come.
     pub fn set_rules(&mut self, set: &RuleSet) {
         self.incidents.set_rules(set);
+        self.flaps
+            .set_rules(set.rules.iter().map(|r| r.id.as_str()));
         if let Some(l) = self.linker.as_mut() {
             l.set_rules(set);
         }
