@@ -41,6 +41,9 @@
 //! - `report`: the replay's HTML timeline and the live status page.
 //! - [`notify`]: delivery, one lane per receiver, routes and fallbacks.
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`, the status page.
+//! - `ingest`: pushed lines (Loki push, OTLP, syslog): the listeners,
+//!   the bodies decoded, one queue bounded in bytes, the write-ahead log
+//!   that makes a 2xx durable.
 //! - `explain`, `ruletest`: `sigwatch explain` and `sigwatch test`.
 //! - [`config`]: the `sigwatch.yaml` model.
 //! - [`app`]: the assembled pipeline behind `run` and `replay`.
@@ -61,6 +64,7 @@ pub mod duration;
 pub mod engine;
 pub(crate) mod explain;
 pub(crate) mod incident;
+pub(crate) mod ingest;
 pub mod links;
 pub(crate) mod matcher;
 pub mod mining;

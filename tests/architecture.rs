@@ -21,6 +21,8 @@ const GROUND: &[&str] = &["clock", "stats", "durable", "cause", "duration", "tex
 /// notify reads alerts, never detectors; the server exports the samples
 /// it is given (`stats::Sample`: each stage names its own metrics), so it
 /// imports no stage's counters — only the receivers' status and the report.
+/// Push ingest is a source the shippers feed: it serves its listeners with
+/// the server's guard, scans what it takes and hands it to the assembly.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("clock", &[]),
     ("stats", &[]),
@@ -51,6 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["alert", "decode", "engine", "incident", "rules"],
     ),
     ("server", &["notify", "report", "silence"]),
+    ("ingest", &["scan", "server", "source"]),
     (
         "explain",
         &["decode", "detect", "matcher", "mining", "rules", "source"],
@@ -63,9 +66,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "app",
         &[
-            "alert", "config", "decode", "engine", "explain", "incident", "links", "matcher",
-            "mining", "notify", "report", "rules", "ruletest", "scan", "server", "silence",
-            "source",
+            "alert", "config", "decode", "engine", "explain", "incident", "ingest", "links",
+            "matcher", "mining", "notify", "report", "rules", "ruletest", "scan", "server",
+            "silence", "source",
         ],
     ),
 ];

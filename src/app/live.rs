@@ -138,29 +138,28 @@ pub async fn run(p: PipelineOptions, mut a: SourceOptions) -> Result<u64, AppErr
     drive(p, engine, d, (rx, reloads), state, telemetry).await
 }
 
-/// The push sources — `--ingest` (HTTP) and `--syslog` (UDP, TCP) — on
-/// one queue: listeners bound now, taking pushes once what the ingest log
-/// holds past the checkpoint is fed again. Returns what `/readyz` says of
-/// the source, and the log.
+/// The push sources — `--ingest` (HTTP) and `--syslog` (UDP, TCP) —
+/// started (`ingest`), their batches fed into the loop's channel in their
+/// order. Returns what `/readyz` says of the source, and the ingest log.
 async fn start_pushes(
     a: &SourceOptions,
     slot: crate::scan::ScannerSlot,
     tx: &tokio::sync::mpsc::Sender<Input>,
     telemetry: &Arc<Telemetry>,
     wal_at: Option<u64>,
-) -> Result<(String, Option<Arc<super::wal::Wal>>), AppError> {
-    let o = super::queue::PushQueue::open(a, slot, tx, telemetry.clone(), wal_at)?;
-    let mut what = Vec::new();
-    if let Some(addr) = a.ingest.as_deref() {
-        super::ingest::http(a, addr, o.queue.clone()).await?;
-        what.push(format!("ingest {addr}"));
-    }
-    if let Some(addr) = a.syslog.as_deref() {
-        super::syslog::start(addr, a.insecure_ingest, o.queue.clone()).await?;
-        what.push(format!("syslog {addr}"));
-    }
-    o.queue.replay(o.again, o.ready);
-    Ok((what.join(", "), o.wal))
+) -> Result<(String, Option<Arc<crate::ingest::Wal>>), AppError> {
+    let o = sources::push_options(a);
+    let crate::ingest::Started { mut rx, what, wal } =
+        crate::ingest::start(&o, slot, telemetry.clone(), wal_at).await?;
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            if tx.send(Input::Push(p)).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok((what, wal))
 }
 
 /// The status page, `/healthz`, `/readyz` and `/metrics`, unless
@@ -525,14 +524,14 @@ fn feed(
             }
             wall_ns()
         }
-        Input::Push {
+        Input::Push(crate::ingest::Pushed {
             newest,
             block,
             hints,
             sources,
-            _held,
+            held: _held,
             wal,
-        } => {
+        }) => {
             engine.push_block(&sources, &block, &hints, out);
             if let Some(n) = newest {
                 *newest_entry = Some(newest_entry.map_or(n, |m| m.max(n)));

@@ -13,18 +13,14 @@
 pub(crate) mod checkpoint;
 pub mod commands;
 pub(crate) mod delivery;
-pub(crate) mod ingest;
 pub mod live;
 pub mod mine;
-pub(crate) mod queue;
 pub(crate) mod receivers;
 pub mod replay;
 pub mod silence;
 pub mod sources;
 pub(crate) mod state;
 pub mod suggest;
-pub(crate) mod syslog;
-pub(crate) mod wal;
 
 use crate::duration::Dur;
 use crate::engine::{Engine, Options};
@@ -59,6 +55,9 @@ pub enum AppError {
     /// cannot be set up (the message says which and why).
     #[error("{0}")]
     Setup(String),
+    /// Push ingest cannot start (a listener, a credential, the ingest log).
+    #[error(transparent)]
+    Ingest(#[from] crate::ingest::IngestError),
 }
 
 impl AppError {

@@ -93,7 +93,7 @@ fn spawn_loki(
                             continue;
                         }
                     }
-                    let (mut block, sources) = super::sources::loki_block(&v);
+                    let (mut block, sources) = crate::source::loki::block_of(&v);
                     consumed += block.data.len() as u64;
                     block.consumed = consumed;
                     let hints = slot.get().scan(&block.data);

@@ -529,23 +529,8 @@ pub enum Input {
         /// The streams the block's runs refer to.
         sources: Vec<Source>,
     },
-    /// A push (`--ingest`): one line per entry, with its time and stream.
-    Push {
-        /// The newest entry's time (ns), for the consumer lag.
-        newest: Option<i64>,
-        /// The entries as a block.
-        block: Block,
-        /// What the scan found in it.
-        hints: Hints,
-        /// The streams the block's runs refer to.
-        sources: Vec<Source>,
-        /// Its bytes of the ingest queue's budget, given back when the
-        /// loop has processed it (dropped); none for a batch fed again
-        /// from the ingest log at a start.
-        _held: Option<tokio::sync::OwnedSemaphorePermit>,
-        /// Its end in the ingest log (with a state directory).
-        wal: Option<u64>,
-    },
+    /// A batch of pushed lines (`--ingest`, `--syslog`).
+    Push(crate::ingest::Pushed),
     /// A round of the file tailer.
     Files {
         /// Offsets covering exactly these lines and everything before.
@@ -557,33 +542,6 @@ pub enum Input {
         /// The files the block's runs refer to.
         sources: Vec<Source>,
     },
-}
-
-/// Loki entries as a block: one line per entry (entries may hold newlines),
-/// each with its entry's time and source (stream labels and metadata).
-pub(crate) fn loki_block(entries: &[crate::source::loki::Entry]) -> (Block, Vec<Source>) {
-    let mut sources: Vec<Source> = Vec::new();
-    let mut index: BTreeMap<(String, Vec<(String, String)>), usize> = BTreeMap::new();
-    let mut refs = Vec::with_capacity(entries.len());
-    for e in entries {
-        let mut labels = e.labels.clone();
-        let stream = labels.len();
-        labels.extend(e.metadata.iter().cloned());
-        let name = e.stream_name();
-        let i = *index
-            .entry((name.clone(), labels.clone()))
-            .or_insert_with(|| {
-                sources.push(Source {
-                    name,
-                    labels,
-                    modified: None,
-                    kind: crate::source::SourceKind::Loki(stream),
-                });
-                sources.len() - 1
-            });
-        refs.push((i, e.line.as_str(), e.ts));
-    }
-    (Block::from_entries(refs), sources)
 }
 
 /// A round of the file tailer as a block, a run of lines per file.
@@ -717,7 +675,7 @@ pub fn start(
                 parts.push((b.entries, b.cursor));
                 at.insert(b.query.clone(), b.cursor);
                 for (entries, cursor) in parts {
-                    let (block, sources) = loki_block(&entries);
+                    let (block, sources) = crate::source::loki::block_of(&entries);
                     let hints = slot.get().scan(&block.data);
                     let input = Input::Loki {
                         newest: entries.iter().map(|e| e.ts).max(),
@@ -810,8 +768,9 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
                 )));
             }
         }
-        ingest_access(&a)?;
-        let tls = ingest_tls(&a)?;
+        let o = push_options(&a);
+        crate::ingest::access(&o)?;
+        let tls = crate::ingest::tls(&o)?;
         lines.push(format!(
             "ingest {} ({} token file(s), {} user(s){})",
             a.ingest.as_deref().unwrap_or("(no address: give --ingest)"),
@@ -834,6 +793,24 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
     Ok(lines)
 }
 
+/// What push ingest takes from the options (`--ingest`, `--syslog`, the
+/// `ingest:` section).
+pub fn push_options(a: &SourceOptions) -> crate::ingest::Options {
+    crate::ingest::Options {
+        http: a.ingest.clone(),
+        syslog: a.syslog.clone(),
+        token_files: a.ingest_token_file.clone(),
+        users: a.ingest_users.clone(),
+        insecure: a.insecure_ingest,
+        max_body: a.ingest_max_body,
+        queue_bytes: a.ingest_queue,
+        queue_wait: a.ingest_queue_wait,
+        tls_cert: a.ingest_tls_cert.clone(),
+        tls_key: a.ingest_tls_key.clone(),
+        state_dir: a.state_dir.clone(),
+    }
+}
+
 /// The credentials of the guarded endpoints: the token files', the
 /// environment's `SIGWATCH_WEB_TOKEN`, the configuration's users.
 pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppError> {
@@ -853,47 +830,8 @@ pub fn web_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppE
         .map_err(|e| AppError::Setup(e.to_string()))
 }
 
-/// The credentials pushes must carry: the token files' and the
-/// configuration's users.
-pub fn ingest_access(a: &SourceOptions) -> Result<crate::server::auth::Access, AppError> {
-    let mut tokens = Vec::new();
-    for f in &a.ingest_token_file {
-        crate::durable::warn_if_shared(f, "ingest token file");
-        tokens.extend(
-            crate::server::auth::tokens_from_file(f).map_err(|e| AppError::Setup(e.to_string()))?,
-        );
-    }
-    crate::server::auth::Access::new(&tokens, &a.ingest_users)
-        .map_err(|e| AppError::Setup(e.to_string()))
-}
-
 /// The TLS configuration of `--listen`, when a certificate is given.
 pub fn web_tls(a: &SourceOptions) -> Result<Option<crate::server::tls::Served>, AppError> {
-    tls_pair(&a.web_tls_cert, &a.web_tls_key, "web")
-}
-
-/// The TLS configuration of `--ingest`, when a certificate is given.
-pub fn ingest_tls(a: &SourceOptions) -> Result<Option<crate::server::tls::Served>, AppError> {
-    tls_pair(&a.ingest_tls_cert, &a.ingest_tls_key, "ingest")
-}
-
-/// A certificate and its key, both or neither (`what`: the flags' and the
-/// configuration section's name).
-fn tls_pair(
-    cert: &Option<PathBuf>,
-    key: &Option<PathBuf>,
-    what: &str,
-) -> Result<Option<crate::server::tls::Served>, AppError> {
-    match (cert, key) {
-        (None, None) => Ok(None),
-        (Some(cert), Some(key)) => {
-            crate::durable::warn_if_shared(key, &format!("{what} TLS key"));
-            crate::server::tls::Served::load(cert, key)
-                .map(Some)
-                .map_err(|e| AppError::Setup(e.to_string()))
-        }
-        _ => Err(AppError::Setup(format!(
-            "a TLS certificate needs its key and a key its certificate: give both --{what}-tls-cert and --{what}-tls-key ({what}.tls_cert_file and {what}.tls_key_file)"
-        ))),
-    }
+    crate::server::tls::Served::pair(a.web_tls_cert.as_deref(), a.web_tls_key.as_deref(), "web")
+        .map_err(|e| AppError::Setup(e.to_string()))
 }

@@ -168,7 +168,7 @@ pub struct StateKeeper {
     /// The ingest log, the position the state in memory covers, and the
     /// positions of checkpoints submitted (generation, position): a
     /// segment goes once a checkpoint past it is on disk.
-    wal: Option<Arc<super::wal::Wal>>,
+    wal: Option<Arc<crate::ingest::Wal>>,
     pub(super) wal_at: Option<u64>,
     wal_saved: std::collections::VecDeque<(u64, u64)>,
     _lock: Option<crate::durable::DirLock>,
@@ -206,7 +206,7 @@ impl StateKeeper {
     /// Keeps the ingest log's position in the checkpoints, from `at`.
     pub(super) fn with_wal(
         mut self,
-        wal: Option<Arc<super::wal::Wal>>,
+        wal: Option<Arc<crate::ingest::Wal>>,
         at: Option<u64>,
     ) -> StateKeeper {
         self.wal = wal;

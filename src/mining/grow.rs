@@ -225,7 +225,7 @@ impl Miner {
     /// word before one of their words: their siblings may now be enough
     /// to make the position a variable. Returns what template `id` (the
     /// line's) became. Bounded: a word is learned once, at most
-    /// [`MAX_VALUE_WORDS`] of them, each a scan of the templates.
+    /// [`MAX_VALUE_WORDS`](super::miner::MAX_VALUE_WORDS) of them, each a scan of the templates.
     pub(super) fn revisit(&mut self, mut id: u64) -> u64 {
         for _ in 0..16 {
             let Some(word) = self.new_value_words.pop() else {

@@ -6,7 +6,7 @@
 //! templates` lists them.
 //!
 //! How a message finds its template: it is split into tokens and its
-//! variables are masked to `<*>` ([`tokenize`]); a template with exactly
+//! variables are masked to `<*>` (`tokenize`); a template with exactly
 //! those tokens, or with those tokens outside its own wildcards, takes it
 //! (a hash lookup, one per wildcard pattern of that length). Otherwise it
 //! founds a template. Templates that differ from each other in one

@@ -38,6 +38,12 @@ pub enum TlsError {
         /// Why.
         why: String,
     },
+    /// A certificate without its key, or a key without its certificate.
+    #[error("a TLS certificate needs its key and a key its certificate: give both --{what}-tls-cert and --{what}-tls-key ({what}.tls_cert_file and {what}.tls_key_file)")]
+    Unpaired {
+        /// The listener's flags' and configuration section's name.
+        what: String,
+    },
 }
 
 /// What a pair of files looked like when last read: (modified, length)
@@ -184,6 +190,24 @@ impl Served {
         let reloading = Reloading::new(cert, key)?;
         let config = reloading.server_config()?;
         Ok(Served { reloading, config })
+    }
+
+    /// A listener's certificate and key, both or neither (`what`: the
+    /// flags' and the configuration section's name, e.g. `web`); warns
+    /// when the key is readable by others.
+    pub fn pair(
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        what: &str,
+    ) -> Result<Option<Served>, TlsError> {
+        match (cert, key) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => {
+                crate::durable::warn_if_shared(key, &format!("{what} TLS key"));
+                Served::load(cert, key).map(Some)
+            }
+            _ => Err(TlsError::Unpaired { what: what.into() }),
+        }
     }
 }
 

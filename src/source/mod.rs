@@ -6,7 +6,6 @@
 pub mod block;
 pub mod file;
 pub mod loki;
-pub mod push;
 pub mod replay;
 pub mod shard;
 pub mod stdin;

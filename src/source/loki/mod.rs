@@ -159,6 +159,33 @@ impl Entry {
     }
 }
 
+/// Loki entries as a block: one line per entry (entries may hold newlines),
+/// each with its entry's time and source (stream labels and metadata).
+pub fn block_of(entries: &[Entry]) -> (crate::source::block::Block, Vec<crate::source::Source>) {
+    let mut sources: Vec<crate::source::Source> = Vec::new();
+    let mut index = std::collections::BTreeMap::<(String, Vec<(String, String)>), usize>::new();
+    let mut refs = Vec::with_capacity(entries.len());
+    for e in entries {
+        let mut labels = e.labels.clone();
+        let stream = labels.len();
+        labels.extend(e.metadata.iter().cloned());
+        let name = e.stream_name();
+        let i = *index
+            .entry((name.clone(), labels.clone()))
+            .or_insert_with(|| {
+                sources.push(crate::source::Source {
+                    name,
+                    labels,
+                    modified: None,
+                    kind: crate::source::SourceKind::Loki(stream),
+                });
+                sources.len() - 1
+            });
+        refs.push((i, e.line.as_str(), e.ts));
+    }
+    (crate::source::block::Block::from_entries(refs), sources)
+}
+
 #[derive(Deserialize)]
 struct Response {
     status: String,

@@ -13,7 +13,7 @@ pub mod loki;
 pub mod otlp;
 pub mod syslog;
 
-pub use super::loki::Entry;
+pub use crate::source::loki::Entry;
 
 /// Why a pushed body was not taken, with the HTTP status it is answered.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub(crate) fn line_text(bytes: &[u8]) -> String {
             String::from_utf8_lossy(bytes).into_owned()
         }
     };
-    let max = super::max_line_bytes();
+    let max = crate::source::max_line_bytes();
     if s.len() > max {
         let mut cut = max;
         while !s.is_char_boundary(cut) {
@@ -204,9 +204,9 @@ mod tests {
     #[test]
     fn lines_are_repaired_and_cut() {
         assert_eq!(line_text(b"ok \xff"), "ok \u{fffd}");
-        let long = "é".repeat(super::super::max_line_bytes());
+        let long = "é".repeat(crate::source::max_line_bytes());
         let cut = line_text(long.as_bytes());
-        assert!(cut.len() <= super::super::max_line_bytes());
+        assert!(cut.len() <= crate::source::max_line_bytes());
         assert!(cut.chars().all(|c| c == 'é'));
     }
 }

@@ -2,7 +2,7 @@
 //! cluster already runs. `POST /loki/api/v1/push` takes what Promtail,
 //! Alloy, Fluent Bit and Vector send to Loki; `POST /v1/logs` what an
 //! OpenTelemetry SDK or Collector exports over OTLP/HTTP. Each push is
-//! decoded (`source::push`), scanned, and queued for the detection loop as
+//! decoded (`ingest::body`), scanned, and queued for the detection loop as
 //! one block, its streams' labels exactly those the Loki source would give.
 //!
 //! Backpressure instead of loss: the queue is bounded in bytes; a push that
@@ -10,15 +10,14 @@
 //! with `Retry-After`, which every one of those clients retries, so a
 //! shipper slows down instead of sigwatch dropping what it already
 //! accepted. A 2xx means the lines are queued (and with `--state-dir` on
-//! disk, `app::queue`); every answer is
+//! disk, `ingest::wal`); every answer is
 //! counted (`sigwatch_events_total{kind="ingest_requests", protocol,
 //! outcome}`) and so is every line taken (`ingest_lines`).
 
+use super::body::{self, Decoded, PushError};
 use super::queue::{Busy, PushQueue};
-use super::sources::SourceOptions;
-use super::AppError;
+use super::{IngestError, Options};
 use crate::server::Limits;
-use crate::source::push::{self, Decoded, PushError};
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -46,23 +45,23 @@ impl Protocol {
 /// Binds `--ingest` and serves the push endpoints on it. A non-loopback
 /// address needs a credential (`--ingest-token-file`) unless
 /// `--insecure-ingest` says otherwise: whoever can push can page.
-pub(crate) async fn http(
-    a: &SourceOptions,
+pub(crate) async fn start(
+    o: &Options,
     addr: &str,
     shared: Arc<PushQueue>,
-) -> Result<(), AppError> {
+) -> Result<(), IngestError> {
     let telemetry = shared.telemetry.clone();
     let max_body = shared.max_body;
-    let access = Arc::new(super::sources::ingest_access(a)?);
-    let tls = super::sources::ingest_tls(a)?;
-    if !crate::server::auth::is_loopback(addr) && !access.is_configured() && !a.insecure_ingest {
-        return Err(AppError::Setup(format!(
+    let access = Arc::new(super::access(o)?);
+    let tls = super::tls(o)?;
+    if !crate::server::auth::is_loopback(addr) && !access.is_configured() && !o.insecure {
+        return Err(IngestError::Setup(format!(
             "--ingest {addr} would let anyone who can reach it push log lines (and so page on-call): give --ingest-token-file FILE (or ingest.token_files / ingest.basic_auth_users in --config), or say --insecure-ingest"
         )));
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| AppError::io(format!("cannot listen on --ingest {addr}"))(e))?;
+        .map_err(|e| IngestError::io(format!("cannot listen on --ingest {addr}"))(e))?;
     let shared_ready = shared.ready.clone();
     let app = router(shared, max_body);
     let app = crate::server::guarded(app, access, telemetry.clone());
@@ -213,7 +212,7 @@ async fn push(s: &PushQueue, proto: Protocol, h: &HeaderMap, body: Bytes) -> Res
                     "application/json"
                 },
             )],
-            push::otlp::response(protobuf, 0, ""),
+            body::otlp::response(protobuf, 0, ""),
         )
             .into_response(),
     }
@@ -252,18 +251,18 @@ fn decode(
     proto: Protocol,
     content_type: &str,
     encoding: &str,
-    body: &[u8],
+    sent: &[u8],
     limit: usize,
 ) -> Result<Decoded, PushError> {
     match proto {
         // Loki's protobuf is snappy inside; a Content-Encoding is on top.
         Protocol::Loki => {
-            let raw = push::decode_encoding(encoding, body, limit)?;
-            push::loki::decode(content_type, &raw, limit)
+            let raw = body::decode_encoding(encoding, sent, limit)?;
+            body::loki::decode(content_type, &raw, limit)
         }
         Protocol::Otlp => {
-            let raw = push::decode_encoding(encoding, body, limit)?;
-            push::otlp::decode(content_type, &raw)
+            let raw = body::decode_encoding(encoding, sent, limit)?;
+            body::otlp::decode(content_type, &raw)
         }
     }
 }
@@ -299,14 +298,14 @@ fn count(s: &PushQueue, proto: Protocol, outcome: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::queue::{MAX_BODY_BYTES, QUEUE_BYTES};
-    use crate::app::sources::Input;
+    use crate::ingest::queue::{MAX_BODY_BYTES, QUEUE_BYTES};
+    use crate::ingest::Pushed;
     use crate::server::Telemetry;
     use std::time::Duration;
     use tokio::sync::{mpsc, Semaphore};
 
     /// A queue of the default bound with `free` bytes of it left.
-    fn shared(tx: mpsc::Sender<Input>, free: usize) -> PushQueue {
+    fn shared(tx: mpsc::Sender<Pushed>, free: usize) -> PushQueue {
         let set = crate::rules::load_builtin().unwrap();
         let engine = crate::engine::Engine::new(set, Default::default()).unwrap();
         PushQueue {
@@ -340,7 +339,15 @@ mod tests {
     async fn a_full_queue_answers_retry_later_and_room_takes_the_push() {
         let (tx, mut rx) = mpsc::channel(1);
         let s = shared(tx.clone(), QUEUE_BYTES);
-        tx.try_send(Input::Failed("filler".into())).unwrap();
+        let filler = Pushed {
+            newest: None,
+            block: crate::source::block::Block::from_lines([(0, "filler")]),
+            hints: Default::default(),
+            sources: Vec::new(),
+            held: None,
+            wal: None,
+        };
+        tx.try_send(filler).unwrap();
         let r = json(&s, Protocol::Loki, LOKI).await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
@@ -349,12 +356,12 @@ mod tests {
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
         // The loop takes the filler: the next push is queued, its bytes
         // held until the loop drops it.
-        assert!(matches!(rx.recv().await, Some(Input::Failed(_))));
+        assert!(rx.recv().await.is_some_and(|p| p.block.data == "filler\n"));
         let r = json(&s, Protocol::Loki, LOKI).await;
         assert_eq!(r.status(), StatusCode::NO_CONTENT);
         let held = s.queue.available_permits();
         assert!(held < QUEUE_BYTES);
-        let Some(Input::Push { block, .. }) = rx.recv().await else {
+        let Some(Pushed { block, .. }) = rx.recv().await else {
             panic!("a push");
         };
         assert_eq!(block.data, "a line\n");
@@ -388,7 +395,7 @@ mod tests {
         h.insert("X-Scope-OrgID", "team-a".parse().unwrap());
         let r = push(&s, Protocol::Loki, &h, Bytes::from(LOKI)).await;
         assert_eq!(r.status(), StatusCode::NO_CONTENT);
-        let Some(Input::Push { sources, .. }) = rx.recv().await else {
+        let Some(Pushed { sources, .. }) = rx.recv().await else {
             panic!("no push queued");
         };
         assert_eq!(

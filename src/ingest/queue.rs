@@ -2,16 +2,15 @@
 //! the detection loop: bounded in bytes — a batch holds its share of the
 //! budget until the loop has processed it — so a burst of pushes waits or
 //! is told to retry instead of growing memory. With `--state-dir` each
-//! batch is written to the ingest log (`app::wal`) and fsynced before it
+//! batch is written to the ingest log (`ingest::wal`) and fsynced before it
 //! is queued and answered, and the batches a crash left after the
 //! checkpoint are fed again before the listeners take anything new.
 
-use super::sources::{loki_block, Input, SourceOptions};
+use super::body::Decoded;
 use super::wal::{Batch, Wal};
-use super::AppError;
+use super::{IngestError, Options, Pushed};
 use crate::scan::ScannerSlot;
 use crate::server::Telemetry;
-use crate::source::push::Decoded;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
@@ -27,7 +26,7 @@ const QUEUE_WAIT: Duration = Duration::from_secs(2);
 
 /// The queue and what every listener needs of it.
 pub(crate) struct PushQueue {
-    pub(crate) tx: mpsc::Sender<Input>,
+    pub(crate) tx: mpsc::Sender<Pushed>,
     pub(crate) slot: ScannerSlot,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) queue: Arc<Semaphore>,
@@ -60,24 +59,24 @@ pub(crate) struct Opened {
 
 impl PushQueue {
     /// The queue of `run --ingest`/`--syslog`: bounded in bytes; with
-    /// `--state-dir` every batch goes through the ingest log (`app::wal`)
+    /// `--state-dir` every batch goes through the ingest log (`ingest::wal`)
     /// before it is answered. Returns the queue, the log, the batches a
     /// crash left after the checkpoint's position `wal_at`, and the switch
     /// that lets the listeners take pushes once those are fed again
     /// ([`PushQueue::replay`]).
     pub(crate) fn open(
-        a: &SourceOptions,
+        o: &Options,
         slot: ScannerSlot,
-        tx: &mpsc::Sender<Input>,
+        tx: &mpsc::Sender<Pushed>,
         telemetry: Arc<Telemetry>,
         wal_at: Option<u64>,
-    ) -> Result<Opened, AppError> {
-        let max_body = a.ingest_max_body.unwrap_or(MAX_BODY_BYTES).max(1024);
-        let queue_bytes = a.ingest_queue.map_or(QUEUE_BYTES, |b| b as usize).max(1024);
-        let wait = a.ingest_queue_wait.map_or(QUEUE_WAIT, |d| {
+    ) -> Result<Opened, IngestError> {
+        let max_body = o.max_body.unwrap_or(MAX_BODY_BYTES).max(1024);
+        let queue_bytes = o.queue_bytes.map_or(QUEUE_BYTES, |b| b as usize).max(1024);
+        let wait = o.queue_wait.map_or(QUEUE_WAIT, |d| {
             Duration::from_nanos(u64::try_from(d.ns()).unwrap_or(0))
         });
-        let (wal, again) = match &a.state_dir {
+        let (wal, again) = match &o.state_dir {
             Some(dir) => {
                 let (w, again) = Wal::open(dir, wal_at)?;
                 (Some(Arc::new(w)), again)
@@ -177,7 +176,7 @@ impl PushQueue {
         &self,
         bytes: usize,
         wait: Option<Duration>,
-    ) -> Result<(tokio::sync::OwnedSemaphorePermit, mpsc::OwnedPermit<Input>), Busy> {
+    ) -> Result<(tokio::sync::OwnedSemaphorePermit, mpsc::OwnedPermit<Pushed>), Busy> {
         // One push larger than the whole budget takes all of it.
         let want = u32::try_from(bytes.min(self.queue_bytes)).unwrap_or(u32::MAX);
         let room = async {
@@ -198,7 +197,7 @@ impl PushQueue {
         batch: &Batch,
         held: Option<tokio::sync::OwnedSemaphorePermit>,
         wal: Option<u64>,
-    ) -> Input {
+    ) -> Pushed {
         let (newest, block, sources) = match batch {
             Batch::Entries(rows) => {
                 let entries: Vec<crate::source::loki::Entry> = rows
@@ -211,7 +210,7 @@ impl PushQueue {
                     })
                     .collect();
                 let newest = entries.iter().map(|e| e.ts).max();
-                let (block, sources) = loki_block(&entries);
+                let (block, sources) = crate::source::loki::block_of(&entries);
                 (newest, block, sources)
             }
             Batch::Lines { arrival, lines } => {
@@ -221,12 +220,12 @@ impl PushQueue {
             }
         };
         let hints = self.slot.get().scan(&block.data);
-        Input::Push {
+        Pushed {
             newest,
             block,
             hints,
             sources,
-            _held: held,
+            held,
             wal,
         }
     }
@@ -270,7 +269,7 @@ impl PushQueue {
     /// read from them; the arrival stands in for a line without one).
     pub(crate) async fn enqueue_lines(
         &self,
-        msgs: Vec<crate::source::push::syslog::Message>,
+        msgs: Vec<super::body::syslog::Message>,
         wait: Option<Duration>,
     ) -> Result<(), Busy> {
         let lines = msgs.into_iter().map(|m| (m.labels, m.line)).collect();

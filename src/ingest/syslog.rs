@@ -2,13 +2,13 @@
 //! rsyslog's and syslog-ng's forwarding actions, `logger --server` and
 //! network devices send it (RFC 5424 and 3164; TCP framed by octet
 //! counting or line ends). Messages go into the push queue
-//! (`app::queue`): a TCP connection waits for room — its sender is slowed
+//! (`ingest::queue`): a TCP connection waits for room — its sender is slowed
 //! by TCP itself, nothing is lost — while a datagram that finds the queue
 //! full is dropped and counted (UDP has no way to say "later").
 
+use super::body::syslog::{self, Framer};
 use super::queue::PushQueue;
-use super::AppError;
-use crate::source::push::syslog::{self, Framer};
+use super::IngestError;
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
@@ -20,23 +20,23 @@ const MAX_CONNECTIONS: usize = 1024;
 
 /// Binds UDP and TCP on `addr` and serves both. Syslog has no credentials,
 /// so an address other hosts can reach needs `--insecure-ingest`.
-pub async fn start(addr: &str, insecure: bool, shared: Arc<PushQueue>) -> Result<(), AppError> {
+pub async fn start(addr: &str, insecure: bool, shared: Arc<PushQueue>) -> Result<(), IngestError> {
     if !crate::server::auth::is_loopback(addr) && !insecure {
-        return Err(AppError::Setup(format!(
+        return Err(IngestError::Setup(format!(
             "--syslog {addr}: syslog carries no credentials, so anyone who can reach the port could push lines (and page): say --insecure-ingest, and let only your forwarders reach it (a NetworkPolicy, a firewall)"
         )));
     }
     let udp = tokio::net::UdpSocket::bind(addr)
         .await
-        .map_err(|e| AppError::io(format!("cannot listen on --syslog {addr} (UDP)"))(e))?;
+        .map_err(|e| IngestError::io(format!("cannot listen on --syslog {addr} (UDP)"))(e))?;
     // The TCP listener on the UDP socket's port (an address ending in :0
     // gets one port for both).
     let bound = udp
         .local_addr()
-        .map_err(|e| AppError::io(format!("--syslog {addr}"))(e))?;
+        .map_err(|e| IngestError::io(format!("--syslog {addr}"))(e))?;
     let tcp = tokio::net::TcpListener::bind(bound)
         .await
-        .map_err(|e| AppError::io(format!("cannot listen on --syslog {bound} (TCP)"))(e))?;
+        .map_err(|e| IngestError::io(format!("cannot listen on --syslog {bound} (TCP)"))(e))?;
     tracing::info!(addr = %bound, "Taking syslog (RFC 5424 and 3164) over UDP and TCP.");
     let mut ready = shared.ready.clone();
     tokio::spawn(async move {

@@ -12,8 +12,7 @@
 //! `[length u32 LE][crc32 u32 LE][JSON batch]`; a torn tail (a record cut
 //! by the crash, or one whose checksum fails) ends the segment there.
 
-use super::sources::Input;
-use super::AppError;
+use super::{IngestError, Pushed};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
@@ -46,8 +45,8 @@ pub type EntryRow = (Vec<(String, String)>, Vec<(String, String)>, i64, String);
 /// loop's channel, and who waits for it to be on disk.
 struct Job {
     bytes: Vec<u8>,
-    input: Input,
-    slot: mpsc::OwnedPermit<Input>,
+    input: Pushed,
+    slot: mpsc::OwnedPermit<Pushed>,
     done: oneshot::Sender<bool>,
 }
 
@@ -116,10 +115,10 @@ impl Wal {
     pub fn open(
         state_dir: &Path,
         after: Option<u64>,
-    ) -> Result<(Wal, Vec<(u64, Batch)>), AppError> {
+    ) -> Result<(Wal, Vec<(u64, Batch)>), IngestError> {
         let dir = state_dir.join("wal");
         crate::durable::private_dir(&dir).map_err(|e| {
-            AppError::io(format!("cannot create the ingest log {}", dir.display()))(e.source)
+            IngestError::io(format!("cannot create the ingest log {}", dir.display()))(e.source)
         })?;
         let after = after.unwrap_or(0);
         let mut again = Vec::new();
@@ -136,7 +135,7 @@ impl Wal {
         std::thread::Builder::new()
             .name("sigwatch-wal".into())
             .spawn(move || write_loop(rx, d, file, end))
-            .map_err(AppError::io("cannot start the ingest log writer"))?;
+            .map_err(IngestError::io("cannot start the ingest log writer"))?;
         Ok((Wal { tx, dir }, again))
     }
 
@@ -145,8 +144,8 @@ impl Wal {
     pub async fn append(
         &self,
         batch: &Batch,
-        input: Input,
-        slot: mpsc::OwnedPermit<Input>,
+        input: Pushed,
+        slot: mpsc::OwnedPermit<Pushed>,
     ) -> bool {
         let Ok(bytes) = serde_json::to_vec(batch) else {
             return false;
@@ -184,10 +183,10 @@ fn trim(dir: &Path, pos: u64) {
     }
 }
 
-fn open_segment(dir: &Path, start: u64) -> Result<std::fs::File, AppError> {
+fn open_segment(dir: &Path, start: u64) -> Result<std::fs::File, IngestError> {
     let path = segment_path(dir, start);
     let f = crate::durable::private_file(&path, true)
-        .map_err(AppError::io(format!("cannot open {}", path.display())))?;
+        .map_err(IngestError::io(format!("cannot open {}", path.display())))?;
     // The new file's name must be on disk too.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
@@ -230,9 +229,7 @@ fn write_loop(mut rx: mpsc::Receiver<Job>, dir: PathBuf, mut file: std::fs::File
         for (j, end) in jobs.into_iter().zip(ends) {
             if ok {
                 let mut input = j.input;
-                if let Input::Push { wal, .. } = &mut input {
-                    *wal = Some(end);
-                }
+                input.wal = Some(end);
                 j.slot.send(input);
             }
             let _ = j.done.send(ok);
