@@ -314,34 +314,9 @@ mod tests {
     const H: i64 = 3_600_000_000_000;
 
     fn note(rule: &str, group: &str) -> Notification {
-        let mut labels = BTreeMap::new();
-        labels.insert("alertname".to_string(), rule.to_string());
-        labels.insert("group".to_string(), group.to_string());
-        labels.insert("severity".to_string(), "critical".to_string());
-        Notification {
-            state: AlertState::Firing,
-            rule: rule.into(),
-            title: rule.into(),
-            severity: "critical".into(),
-            group: group.into(),
-            labels,
-            annotations: BTreeMap::new(),
-            starts_at: Stamp::at(0),
-            ends_at: None,
-            count: 1,
-            first_seen: None,
-            last_seen: None,
-            top_groups: Vec::new(),
-            share: None,
-            samples: Vec::new(),
-            template: None,
-            fingerprint: format!("{rule}/{group}"),
-            repeat: false,
-            incident: None,
-            links: None,
-            origins: Vec::new(),
-            at: 0,
-        }
+        let mut n = crate::alert::test_notification(rule, group);
+        n.labels.insert("severity".into(), "critical".into());
+        n
     }
 
     fn req(rule: Option<&str>, m: &[(&str, &str)], d: &str) -> NewSilence {

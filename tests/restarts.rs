@@ -264,6 +264,23 @@ fn a_disk_that_refuses_writes_gives_one_error_a_counter_and_no_temporaries() {
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
 
+/// 2024-05-01T13:26:40Z, the start of the flapping disk.
+const T0: i64 = 1_714_570_000;
+
+/// An egress line at `t` (s): the disk of node NE_fl4p is full.
+fn full(t: i64) -> String {
+    format!(
+        r#"{{"level":"error","ts":{t}.000,"logger":"egress","msg":"No space left on the resource.","nodeID":"NE_fl4p"}}"#
+    )
+}
+
+/// An egress line at `t` (s) from another node: event time passes.
+fn beat(t: i64) -> String {
+    format!(
+        r#"{{"level":"debug","ts":{t}.000,"logger":"egress","msg":"cpu check","nodeID":"NE_other","available":7.5}}"#
+    )
+}
+
 /// A resolution held for its flap window is kept across a restart: the
 /// alert firing again in the next run continues the episode (nothing
 /// sent), and the resolution that finally goes out carries the episode's
@@ -272,17 +289,7 @@ fn a_disk_that_refuses_writes_gives_one_error_a_counter_and_no_temporaries() {
 fn a_held_resolution_survives_restarts_and_the_episode_stays_one() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let t0 = 1_714_570_000i64; // 2024-05-01T13:26:40Z
-    let full = |t: i64| {
-        format!(
-            r#"{{"level":"error","ts":{t}.000,"logger":"egress","msg":"No space left on the resource.","nodeID":"NE_fl4p"}}"#
-        )
-    };
-    let beat = |t: i64| {
-        format!(
-            r#"{{"level":"debug","ts":{t}.000,"logger":"egress","msg":"cpu check","nodeID":"NE_other","available":7.5}}"#
-        )
-    };
+    let t0 = T0;
     let run = |lines: Vec<String>| -> Vec<serde_json::Value> {
         let mut child = Command::new(BIN)
             .args([
@@ -352,17 +359,7 @@ fn a_held_resolution_is_on_the_status_page_and_in_the_metrics() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let _child = Killed(child);
-    let t0 = 1_714_570_000i64;
-    let full = |t: i64| {
-        format!(
-            r#"{{"level":"error","ts":{t}.000,"logger":"egress","msg":"No space left on the resource.","nodeID":"NE_fl4p"}}"#
-        )
-    };
-    let beat = |t: i64| {
-        format!(
-            r#"{{"level":"debug","ts":{t}.000,"logger":"egress","msg":"cpu check","nodeID":"NE_other","available":7.5}}"#
-        )
-    };
+    let t0 = T0;
     let metric = |name: &str| -> Option<i64> {
         get(port, "/metrics")?
             .lines()

@@ -37,6 +37,9 @@ pub struct FlapHold {
     /// The ids of the rules loaded, when known: a resolution of a rule
     /// that is gone (removed by a reload) cannot flap and goes at once.
     rules: Option<HashSet<String>>,
+    /// No held resolution is due before this instant (a lower bound:
+    /// a tick before it has nothing to do and scans nothing).
+    next_due: i64,
 }
 
 /// What a checkpoint keeps of the hold.
@@ -58,6 +61,7 @@ impl FlapHold {
     pub fn new(window_ns: i64) -> FlapHold {
         FlapHold {
             window: window_ns.max(0),
+            next_due: i64::MAX,
             ..FlapHold::default()
         }
     }
@@ -75,6 +79,14 @@ impl FlapHold {
     /// The rules loaded now (at the start and after every reload).
     pub fn set_rules<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
         self.rules = Some(ids.into_iter().map(str::to_string).collect());
+        // A resolution of a rule now gone is due at once.
+        self.next_due = i64::MIN;
+    }
+
+    /// Holds a resolution until its window passes.
+    fn hold(&mut self, r: Notification) {
+        self.next_due = self.next_due.min(r.at.saturating_add(self.window));
+        self.held.insert(r.fingerprint.clone(), r);
     }
 
     fn loaded(&self, rule: &str) -> bool {
@@ -131,7 +143,7 @@ impl FlapHold {
                     out.push(n);
                     return;
                 }
-                self.held.insert(n.fingerprint.clone(), n);
+                self.hold(n);
             }
             AlertState::Firing => match self.held.remove(&n.fingerprint) {
                 Some(r) if !n.repeat => {
@@ -142,7 +154,7 @@ impl FlapHold {
                 Some(r) => {
                     // A repeat of a held alert (the engine's episode
                     // changed without a new firing): the resolution stands.
-                    self.held.insert(r.fingerprint.clone(), r);
+                    self.hold(r);
                     out.push(n);
                 }
                 None => out.push(n),
@@ -153,6 +165,9 @@ impl FlapHold {
     /// Event time is `now`: the resolutions whose window has passed go
     /// out, made at the window's end.
     pub fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
+        if now < self.next_due {
+            return;
+        }
         let due: Vec<String> = self
             .held
             .iter()
@@ -165,6 +180,12 @@ impl FlapHold {
         }
         released.sort_by_key(|r| r.at);
         out.extend(released);
+        self.next_due = self
+            .held
+            .values()
+            .map(|r| r.at.saturating_add(self.window))
+            .min()
+            .unwrap_or(i64::MAX);
     }
 
     /// End of input: every held resolution goes out (nothing can fire
@@ -201,7 +222,7 @@ impl FlapHold {
         for (mut n, at) in s.held {
             n.at = at;
             if self.held.len() < MAX_HELD {
-                self.held.insert(n.fingerprint.clone(), n);
+                self.hold(n);
             }
         }
         self.continued = s
@@ -258,6 +279,49 @@ mod tests {
         assert_eq!(r.starts_at, f.starts_at);
         assert_eq!(r.ends_at, Some(Stamp::at(58 * M)));
         assert_eq!(r.at, 63 * M, "made when the window ran out");
+    }
+
+    #[test]
+    fn each_held_resolution_goes_at_its_own_window_end_whatever_was_taken_back() {
+        let mut h = FlapHold::new(5 * M);
+        let mut out = Vec::new();
+        let mut a = note(AlertState::Firing, 0, 0);
+        a.fingerprint = "a".into();
+        let mut b = a.clone();
+        b.fingerprint = "b".into();
+        let at = |n: &Notification, state, t| {
+            let mut n = n.clone();
+            n.state = state;
+            n.at = t;
+            n
+        };
+        for n in [&a, &b] {
+            h.observe(n.clone(), &mut out);
+        }
+        h.observe(at(&a, AlertState::Resolved, M), &mut out);
+        h.observe(at(&b, AlertState::Resolved, 3 * M), &mut out);
+        // a flaps back (its hold, the earliest due, is taken back) and
+        // resolves again later than b.
+        h.observe(at(&a, AlertState::Firing, 2 * M), &mut out);
+        h.observe(at(&a, AlertState::Resolved, 4 * M), &mut out);
+        let mut sent = Vec::new();
+        for t in (0..=10).map(|k| k * M) {
+            let before = out.len();
+            h.tick(t, &mut out);
+            sent.extend(
+                out[before..]
+                    .iter()
+                    .map(|n| (n.fingerprint.clone(), t, n.at)),
+            );
+        }
+        assert_eq!(
+            sent,
+            [
+                ("b".to_string(), 8 * M, 8 * M),
+                ("a".to_string(), 9 * M, 9 * M)
+            ]
+        );
+        assert_eq!(h.held().count(), 0);
     }
 
     #[test]
