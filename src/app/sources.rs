@@ -795,7 +795,7 @@ pub fn check_config(config: &crate::config::Config) -> Result<Vec<String>, AppEr
 
 /// What push ingest takes from the options (`--ingest`, `--syslog`, the
 /// `ingest:` section).
-pub fn push_options(a: &SourceOptions) -> crate::ingest::Options {
+pub(crate) fn push_options(a: &SourceOptions) -> crate::ingest::Options {
     crate::ingest::Options {
         http: a.ingest.clone(),
         syslog: a.syslog.clone(),
