@@ -666,6 +666,7 @@ pub fn render(
             "last_seen" => e.last_seen.map(format_rfc3339),
             "template" => e.template.clone(),
             "level" => e.level.clone(),
+            "reason" => e.reason.clone(),
             other => {
                 let f = other
                     .strip_prefix("field.")

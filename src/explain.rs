@@ -21,7 +21,21 @@ pub struct Explainer {
     matcher: Matcher,
     decoder: Decoder,
     source: Source,
+    /// What earlier lines said about groups, per rule: when each `unless`
+    /// entry's line was seen per group, and the last progress per group.
+    context: Vec<RuleContext>,
 }
+
+/// The context lines explained so far for one rule (bounded: explain reads
+/// lines a person pastes or pipes).
+#[derive(Default)]
+struct RuleContext {
+    marks: Vec<std::collections::BTreeMap<String, i64>>,
+    progress: std::collections::BTreeMap<String, i64>,
+}
+
+/// Most groups an explanation remembers per `unless` entry.
+const MAX_EXPLAIN_MARKS: usize = 10_000;
 
 /// How a rule's detector decides, in words.
 pub fn describe_detector(d: &Detect) -> String {
@@ -42,7 +56,15 @@ pub fn describe_detector(d: &Detect) -> String {
             if let Some(m) = s.min_groups {
                 v.push(format!("at least {m}"));
             }
-            format!("spread: {} matching within {}", v.join(", "), s.window)
+            let each = match s.min_count {
+                Some(n) if n > 1 => format!(" ({n} times each)"),
+                _ => String::new(),
+            };
+            format!(
+                "spread: {} matching{each} within {}",
+                v.join(", "),
+                s.window
+            )
         }
         Detect::Share(s) => format!(
             "share: one group holds ≥{:.0}% of ≥{} matches within {}",
@@ -134,11 +156,20 @@ impl Explainer {
         let decoder = Decoder::new(&set.keys, false);
         let mut source = Source::named("explain");
         source.modified = Some(crate::clock::wall_ns());
+        let context = set
+            .rules
+            .iter()
+            .map(|r| RuleContext {
+                marks: r.recents().map(|_| Default::default()).collect(),
+                progress: Default::default(),
+            })
+            .collect();
         Ok(Explainer {
             set,
             matcher,
             decoder,
             source,
+            context,
         })
     }
 
@@ -258,14 +289,145 @@ impl Explainer {
             .cloned()
             .collect();
         x.keys = self.keys_of(&event);
-        for rule in &self.set.rules {
-            match self.rule_explanation(rule, &p.text, &mut event, only) {
+        for ri in 0..self.set.rules.len() {
+            let rule = &self.set.rules[ri];
+            let mut r = self.rule_explanation(rule, &p.text, &mut event, only);
+            event.captures.clear();
+            let notes = self.context_of(ri, &p.text, &mut event, r.as_ref());
+            event.captures.clear();
+            let asked = only.is_empty() || only.contains(&self.set.rules[ri].id);
+            if !notes.is_empty() && asked {
+                let r = r.get_or_insert_with(|| RuleExplanation {
+                    id: self.set.rules[ri].id.clone(),
+                    matched: false,
+                    group: None,
+                    group_note: None,
+                    detector: None,
+                    checks: Vec::new(),
+                    prefilter_missed: false,
+                    context: Vec::new(),
+                });
+                r.context = notes;
+            }
+            match r {
                 Some(r) => x.rules.push(r),
                 None => x.quiet += 1,
             }
-            event.captures.clear();
         }
         x
+    }
+
+    /// What the rule's `unless` and `progress` make of the line: a line
+    /// that starts or ends an exclusion, a progress line, or a match that
+    /// does not count because an earlier line of its group excluded it.
+    fn context_of(
+        &mut self,
+        ri: usize,
+        text: &str,
+        event: &mut crate::decode::Event,
+        matched: Option<&RuleExplanation>,
+    ) -> Vec<String> {
+        let rule = &self.set.rules[ri];
+        let mut notes = Vec::new();
+        if rule.unless.is_empty() && rule.progress.is_none() {
+            return notes;
+        }
+        let t = event.time;
+        let keys = &self.set.keys;
+        let group_of = |by: &[String], event: &crate::decode::Event| {
+            let by = if by.is_empty() { &rule.group_by } else { by };
+            by.iter()
+                .find_map(|k| resolve_key(keys, k, &|k: &str| event.get(k)))
+        };
+        let hits = |c: crate::rules::CondId, event: &mut crate::decode::Event| {
+            self.matcher.literal_candidate(text, c)
+                && Matcher::confirm(&self.set.conditions[c], event)
+        };
+        let ctx = &mut self.context[ri];
+        let recents: Vec<&crate::rules::Recent> = rule.recents().collect();
+        let own = rule.unless.len();
+        for (i, u) in recents.iter().enumerate() {
+            let what = if i < own {
+                "its matches"
+            } else {
+                "its progress"
+            };
+            if hits(u.after, event) {
+                if let Some(g) = group_of(&u.group_by, event) {
+                    notes.push(format!(
+                        "context: {g:?} logged {}: {what} within {} do not count",
+                        u.name,
+                        crate::duration::Dur(u.within)
+                    ));
+                    if ctx.marks[i].len() < MAX_EXPLAIN_MARKS || ctx.marks[i].contains_key(&g) {
+                        ctx.marks[i].insert(g, t);
+                    }
+                }
+            }
+            if let Some(c) = u.until {
+                if hits(c, event) {
+                    if let Some(g) = group_of(&u.group_by, event) {
+                        if ctx.marks[i].remove(&g).is_some() {
+                            notes.push(format!(
+                                "context: {g:?} ends the exclusion after {}",
+                                u.name
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let holding = |ctx: &RuleContext, range: std::ops::Range<usize>, g: &str| {
+            range.into_iter().find_map(|i| {
+                let since = *ctx.marks[i].get(g)?;
+                (t.saturating_sub(since) <= recents[i].within).then_some((i, since))
+            })
+        };
+        if let Some(p) = &rule.progress {
+            if hits(p.cond, event) {
+                if let Some(g) = group_of(&[], event) {
+                    match holding(ctx, own..recents.len(), &g) {
+                        Some((i, since)) => notes.push(format!(
+                            "progress of {g:?} ({}) does not count: it logged {} at {}",
+                            p.name,
+                            recents[i].name,
+                            crate::clock::format_rfc3339(since)
+                        )),
+                        None => {
+                            notes.push(format!(
+                                "progress of {g:?} ({}): the detector starts the group over",
+                                p.name
+                            ));
+                            ctx.progress.insert(g, t);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(g) = matched
+            .filter(|m| m.matched)
+            .and_then(|m| m.group.as_deref())
+        {
+            if let Some((i, since)) = holding(ctx, 0..own, g) {
+                notes.push(format!(
+                    "NOT COUNTED: {g:?} logged {} at {} ({} before; unless within {})",
+                    recents[i].name,
+                    crate::clock::format_rfc3339(since),
+                    crate::duration::Dur(t.saturating_sub(since).max(0)),
+                    crate::duration::Dur(recents[i].within)
+                ));
+            } else if let Some(p) = &rule.progress {
+                notes.push(match ctx.progress.get(g) {
+                    Some(at) => format!(
+                        "counted; last progress of {g:?} ({}) at {}",
+                        p.name,
+                        crate::clock::format_rfc3339(*at)
+                    ),
+                    None => format!("counted; no progress of {g:?} ({}) seen", p.name),
+                });
+            }
+        }
+        notes
     }
 
     /// Each group key alias of the set: its value on this line and the
@@ -328,6 +490,7 @@ impl Explainer {
             detector: None,
             checks: checks.iter().map(|c| (c.ok, c.what.clone())).collect(),
             prefilter_missed: !literal_pass && checks.iter().all(|c| c.ok),
+            context: Vec::new(),
         };
         if matched {
             let group = if rule.group_by.is_empty() {
@@ -430,6 +593,10 @@ pub struct RuleExplanation {
     /// Every check passed but the literal prefilter did not select the
     /// line (a literal inside an escape or in a different case).
     pub prefilter_missed: bool,
+    /// What the rule's `unless` and `progress` make of the line, given
+    /// the lines explained before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<String>,
 }
 
 /// What the pipeline makes of one line.
@@ -594,6 +761,8 @@ impl Explanation {
                 if let Some(d) = &r.detector {
                     let _ = writeln!(o, "           {d}");
                 }
+            } else if r.checks.is_empty() {
+                let _ = writeln!(o, "    ctx    {}", r.id);
             } else {
                 let _ = writeln!(o, "    no     {}", r.id);
             }
@@ -605,6 +774,9 @@ impl Explanation {
                     o,
                     "           ✗ the literal prefilter did not select this line (a literal is inside an escape or a different case)"
                 );
+            }
+            for c in &r.context {
+                let _ = writeln!(o, "           ↳ {c}");
             }
         }
     }

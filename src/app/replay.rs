@@ -574,32 +574,44 @@ fn summary_end(o: &mut String, delivery: &Delivery) {
 /// Matches and alerts per rule that saw something; the others in one line.
 fn summary_rules(o: &mut String, engine: &Engine, alerts: &BTreeMap<String, (u64, u64)>) {
     use std::fmt::Write;
-    let rules: Vec<(String, u64, u64, u64)> = engine
+    let discounted = engine.rule_discounted();
+    let rules: Vec<(String, u64, u64, u64, u64)> = engine
         .rule_stats()
         .into_iter()
-        .map(|(id, hits, _)| {
+        .enumerate()
+        .map(|(i, (id, hits, _))| {
             let (fired, resolved) = alerts.get(&id).copied().unwrap_or_default();
-            (id, hits, fired, resolved)
+            let d = discounted.get(i).copied().unwrap_or(0);
+            (id, hits, d, fired, resolved)
         })
         .collect();
-    let active: Vec<&(String, u64, u64, u64)> = rules
+    let active: Vec<&(String, u64, u64, u64, u64)> = rules
         .iter()
-        .filter(|r| r.1 > 0 || r.2 > 0 || r.3 > 0)
+        .filter(|r| r.1 > 0 || r.3 > 0 || r.4 > 0)
         .collect();
     let quiet = rules.len() - active.len();
+    // Matches of groups that were starting or stopping (`unless`): shown
+    // only when some rule had any, as "matches (not counted)".
+    let any_discounted = active.iter().any(|r| r.2 > 0);
     if !active.is_empty() {
         let w = active.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+        let m = if any_discounted { 21 } else { 9 };
+        let head = if any_discounted {
+            "matches (not counted)"
+        } else {
+            "matches"
+        };
         let _ = writeln!(
             o,
-            "\n{:<w$}  {:>9}  {:>6}  {:>8}",
-            "rule", "matches", "fired", "resolved"
+            "\n{:<w$}  {:>m$}  {:>6}  {:>8}",
+            "rule", head, "fired", "resolved"
         );
-        for (id, hits, fired, resolved) in active {
-            let _ = writeln!(
-                o,
-                "{id:<w$}  {:>9}  {fired:>6}  {resolved:>8}",
-                indicatif::HumanCount(*hits).to_string()
-            );
+        for (id, hits, d, fired, resolved) in active {
+            let mut n = indicatif::HumanCount(*hits).to_string();
+            if *d > 0 {
+                n.push_str(&format!(" ({})", indicatif::HumanCount(*d)));
+            }
+            let _ = writeln!(o, "{id:<w$}  {n:>m$}  {fired:>6}  {resolved:>8}");
         }
     }
     if quiet > 0 {

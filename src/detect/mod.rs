@@ -11,6 +11,7 @@
 
 pub mod absent;
 pub mod count;
+pub mod guard;
 pub mod novelty;
 pub mod persist;
 pub mod sequence;
@@ -36,6 +37,13 @@ pub enum Step {
     Primary,
     /// A `sequence`'s `then`.
     Then,
+    /// A line of the rule's `progress`: the group's condition moved.
+    Progress,
+    /// A line of the rule's `unless` entry N (its own entries, then its
+    /// progress's: [`crate::rules::Rule::recents`]).
+    Unless(u8),
+    /// A line of the `until` of `unless` entry N.
+    Until(u8),
 }
 
 /// A confirmed match routed to a detector.
@@ -224,6 +232,10 @@ pub struct Evidence {
     pub template: Option<String>,
     /// The template's most severe level (novelty).
     pub level: Option<String>,
+    /// Why the condition holds, when the rule's context decides it: no
+    /// progress since when, or after which line progress stopped counting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A detector's state in a checkpoint (`--state-dir`): saved as JSON
@@ -239,15 +251,29 @@ pub trait Saved {
     fn load_state(&mut self, saved: serde_json::Value) -> Result<(), serde_json::Error>;
 }
 
-impl<T: Serialize + serde::de::DeserializeOwned> Saved for T {
-    fn save_state(&self) -> Result<serde_json::Value, serde_json::Error> {
-        serde_json::to_value(self)
-    }
-    fn load_state(&mut self, saved: serde_json::Value) -> Result<(), serde_json::Error> {
-        *self = serde_json::from_value(saved)?;
-        Ok(())
-    }
+/// [`Saved`] through the type's own serde form.
+macro_rules! saved_by_serde {
+    ($($t:ty),*) => {$(
+        impl Saved for $t {
+            fn save_state(&self) -> Result<serde_json::Value, serde_json::Error> {
+                serde_json::to_value(self)
+            }
+            fn load_state(&mut self, saved: serde_json::Value) -> Result<(), serde_json::Error> {
+                *self = serde_json::from_value(saved)?;
+                Ok(())
+            }
+        }
+    )*};
 }
+saved_by_serde!(
+    absent::Absent,
+    count::Count,
+    novelty::Novelty,
+    persist::Persist,
+    sequence::Sequence,
+    share::Share,
+    spread::Spread
+);
 
 /// A detector kind.
 pub trait Detector: Send + Saved {
@@ -289,14 +315,44 @@ pub trait Detector: Send + Saved {
     fn evidence(&self, key: &str) -> Evidence;
     /// Forgets a key's state (after `resolve_on`).
     fn reset(&mut self, key: &str);
+    /// A line of the rule's `progress` from the hit's group: its condition
+    /// moved, so the detector starts that group over (the default forgets
+    /// it, as [`Detector::reset`]; cluster-wide kinds drop the group from
+    /// its partition, `persist` restarts the run's clock).
+    fn progress(&mut self, hit: &Hit<'_>) {
+        self.reset(hit.group);
+    }
+    /// The group is starting or stopping (an `unless` line): it leaves
+    /// the population of every partition, so a fleet that changes is
+    /// not counted as groups that stopped matching — or as groups that
+    /// went quiet (spread, share).
+    fn leave(&mut self, _group: &str) {}
+    /// Matches that did not count because an `unless` held.
+    fn discounted(&self) -> u64 {
+        0
+    }
+    /// Progress lines that did not count because a progress `unless`
+    /// held.
+    fn progress_ignored(&self) -> u64 {
+        0
+    }
     /// Groups evicted because of `max_groups`.
     fn evicted(&self) -> u64;
     /// The population, as (partition, group, last seen): spread and share.
     fn population(&self, _out: &mut Vec<(String, String, i64)>) {}
 }
 
-/// Builds the detector of a rule.
+/// Builds the detector of a rule: its kind, behind the guard of its
+/// `unless` and `progress` when it has them.
 pub fn build(rule: &Rule) -> Box<dyn Detector> {
+    let inner = build_kind(rule);
+    if rule.unless.is_empty() && rule.progress.is_none() {
+        return inner;
+    }
+    Box::new(guard::Guarded::new(rule, inner))
+}
+
+pub(crate) fn build_kind(rule: &Rule) -> Box<dyn Detector> {
     let max = rule.max_groups;
     match &rule.detect {
         Detect::Count(c) => Box::new(count::Count::new(c.threshold, c.window.ns(), max)),
@@ -541,6 +597,10 @@ impl Population {
             seen: Groups::new(max_groups),
             window,
         }
+    }
+    /// Forgets a group (it left: see [`Detector::leave`]).
+    pub fn remove(&mut self, group: &str) {
+        self.seen.remove(group);
     }
     /// Records that `group` logged at `time`.
     pub fn seen(&mut self, group: &str, time: i64) {

@@ -85,6 +85,18 @@ impl Detector for Persist {
         g.samples.push(hit);
     }
 
+    /// Progress restarts the run's clock: `for` counts from the latest
+    /// progress line, so a drain that keeps losing participants never
+    /// lasts long enough, while one where nothing moves does.
+    fn progress(&mut self, hit: &Hit<'_>) {
+        if let Some(g) = self.groups.peek_mut(hit.group) {
+            if hit.time > g.start {
+                g.start = hit.time;
+                g.count = 0;
+            }
+        }
+    }
+
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for key in self.groups.sorted_keys() {
             self.evaluate_key(&key, now, out);

@@ -119,6 +119,14 @@ impl Detector for Share {
         Some(self.pop_window)
     }
 
+    fn leave(&mut self, group: &str) {
+        for name in self.parts.sorted_keys() {
+            if let Some(p) = self.parts.peek_mut(&name) {
+                p.population.remove(group);
+            }
+        }
+    }
+
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         // Alert keys of partitions evicted since the last evaluation.
         self.key_part.retain(|_, pn| self.parts.peek(pn).is_some());
@@ -217,6 +225,14 @@ impl Detector for Share {
                     p.active_key = None;
                 }
             }
+        }
+    }
+
+    /// The group's failures leave its partition's window (its alert, if
+    /// it is the top group, clears at the next evaluation).
+    fn progress(&mut self, hit: &Hit<'_>) {
+        if let Some(p) = self.parts.peek_mut(hit.partition) {
+            p.groups.remove(hit.group);
         }
     }
 

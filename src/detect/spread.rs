@@ -32,9 +32,15 @@ pub struct Spread {
     groups_k: Option<usize>,
     fraction: Option<f64>,
     min_groups: usize,
+    #[serde(default = "one")]
+    min_count: u64,
     pop_window: i64,
     max_groups: usize,
     parts: Groups<Part>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// Most partitions a spread or share rule tracks; past it the one used
@@ -49,6 +55,7 @@ impl Spread {
             groups_k: s.groups,
             fraction: s.fraction,
             min_groups: s.min_groups.unwrap_or(2).max(1),
+            min_count: s.min_count.unwrap_or(1).max(1),
             pop_window: s
                 .population_window
                 .map(|d| d.ns())
@@ -83,7 +90,7 @@ impl Spread {
         let left = p
             .groups
             .iter()
-            .filter_map(|(_, g)| g.0.falls_below(1))
+            .filter_map(|(_, g)| g.0.falls_below(self.min_count))
             .min()?;
         let leave = self
             .fraction
@@ -122,6 +129,14 @@ impl Detector for Spread {
         Some(self.pop_window)
     }
 
+    fn leave(&mut self, group: &str) {
+        for name in self.parts.sorted_keys() {
+            if let Some(p) = self.parts.peek_mut(&name) {
+                p.population.remove(group);
+            }
+        }
+    }
+
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for name in self.parts.sorted_keys() {
             let Some(p) = self.parts.peek_mut(&name) else {
@@ -131,9 +146,10 @@ impl Detector for Spread {
             let mut dead = Vec::new();
             for key in p.groups.sorted_keys() {
                 if let Some(g) = p.groups.peek_mut(&key) {
-                    if g.0.count(now) > 0 {
+                    let n = g.0.count(now);
+                    if n >= self.min_count {
                         matching += 1;
-                    } else {
+                    } else if n == 0 {
                         dead.push(key);
                     }
                 }
@@ -185,6 +201,14 @@ impl Detector for Spread {
         self.parts.remove(key);
     }
 
+    /// The group's matches leave its partition: it counts again only when
+    /// it matches again (a pod that became ready).
+    fn progress(&mut self, hit: &Hit<'_>) {
+        if let Some(p) = self.parts.peek_mut(hit.partition) {
+            p.groups.remove(hit.group);
+        }
+    }
+
     fn due(&self, _key: &str) -> Option<i64> {
         self.parts
             .iter()
@@ -232,6 +256,7 @@ mod tests {
             groups,
             fraction,
             min_groups: None,
+            min_count: None,
             population_window: None,
             partition_by: None,
         }
@@ -289,5 +314,27 @@ mod tests {
             vec![("cluster".into(), false)],
             "a left the window at 61 s"
         );
+    }
+
+    #[test]
+    fn min_count_asks_each_group_to_match_that_often() {
+        let mut s = spec(Some(2), None);
+        s.min_count = Some(3);
+        let mut d = Spread::new(&s, 100);
+        for t in [0, 10] {
+            hit(&mut d, "a", t);
+            hit(&mut d, "b", t);
+        }
+        assert!(
+            eval(&mut d, 10).is_empty(),
+            "two failures each are not sustained"
+        );
+        hit(&mut d, "a", 20);
+        assert!(eval(&mut d, 20).is_empty(), "one group at three");
+        hit(&mut d, "b", 25);
+        assert_eq!(eval(&mut d, 25), vec![("cluster".into(), true)]);
+        // a's first match leaves the window at 60 s: a falls below three.
+        assert_eq!(d.due(""), Some(60 * S));
+        assert_eq!(eval(&mut d, 60), vec![("cluster".into(), false)]);
     }
 }

@@ -284,24 +284,42 @@ impl Engine {
         v
     }
 
-    fn route(&mut self, ri: usize, role: Role, event: &decode::Event, out: &mut Vec<Notification>) {
+    /// The group and partition a line of rule `ri` counts under, in its
+    /// role; None when it counts under none (counted as ungrouped where
+    /// that is a match's loss).
+    fn group_of(
+        &mut self,
+        ri: usize,
+        role: Role,
+        event: &decode::Event,
+    ) -> Option<(String, String)> {
         let rule = &self.rules.rules[ri];
         let keys = &self.rules.keys;
         let get = |k: &str| event.get(k);
-        let group = if rule.group_by.is_empty() {
+        // A context line may name its group elsewhere than the matches do.
+        let group_by = match role {
+            Role::Unless(i) | Role::Until(i) => rule
+                .recents()
+                .nth(usize::from(i))
+                .map(|u| &u.group_by)
+                .filter(|g| !g.is_empty())
+                .unwrap_or(&rule.group_by),
+            _ => &rule.group_by,
+        };
+        let group = if group_by.is_empty() {
             Some(CLUSTER.to_string())
         } else {
-            rule.group_by
-                .iter()
-                .find_map(|k| resolve_key(keys, k, &get))
+            group_by.iter().find_map(|k| resolve_key(keys, k, &get))
         };
-        let is_population = rule.detect.needs_population();
+        let context = matches!(role, Role::Progress | Role::Unless(_) | Role::Until(_));
         let group = match group {
             Some(g) => g,
+            // A context line without a group says nothing about any group.
+            None if context => return None,
             None => {
                 self.stats.ungrouped += 1;
-                if is_population {
-                    return;
+                if rule.detect.needs_population() {
+                    return None;
                 }
                 "unknown".to_string()
             }
@@ -310,57 +328,75 @@ impl Engine {
             Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| "unknown".to_string()),
             None => CLUSTER.to_string(),
         };
+        Some((group, partition))
+    }
+
+    fn route(&mut self, ri: usize, role: Role, event: &decode::Event, out: &mut Vec<Notification>) {
+        let Some((group, partition)) = self.group_of(ri, role, event) else {
+            return;
+        };
+        let is_population = self.rules.rules[ri].detect.needs_population();
         let now = self
             .watermark
             .max(event.time.min(self.max_time.unwrap_or(event.time)));
         let timer_key = if is_population { WHOLE_RULE } else { &group };
         self.catch_up(ri, timer_key, now, out);
-        match role {
+        let step = match role {
             Role::ResolveOn => {
                 let key = if is_population { &partition } else { &group };
                 self.detectors[ri].reset(key);
                 let rule = &self.rules.rules[ri];
                 self.alerts.resolve(ri, rule, key, event.time, out);
                 self.reschedule_key(ri, timer_key, now);
+                return;
             }
-            Role::Primary | Role::Then => {
-                self.stats.hits += 1;
-                if self.rule_hits.len() <= ri {
-                    self.rule_hits.resize(ri + 1, 0);
-                }
-                self.rule_hits[ri] += 1;
-                let step = if role == Role::Then {
-                    Step::Then
-                } else {
-                    Step::Primary
-                };
-                let hit = Hit {
-                    group: &group,
-                    partition: &partition,
-                    time: event.time,
-                    step,
-                    sample: &event.text,
-                    origin: self.here.origin(),
-                };
-                let evicted = self.detectors[ri].evicted();
-                self.detectors[ri].observe(&hit);
-                if self.hit_log.is_some() {
-                    let pod = resolve_key(&self.rules.keys, "pod", &get);
-                    self.log_hit(ri, &group, pod, event.time, &event.text);
-                }
-                if self.is_cluster(ri) {
-                    let id = &self.rules.rules[ri].id;
-                    self.exports.hit(id, &partition, &group);
-                }
-                if !is_population {
-                    self.evaluate_hit(ri, &group, now, out);
-                } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
-                    self.evaluate(ri, now, out);
-                }
-                self.reschedule_key(ri, timer_key, now);
-                self.evicted_since(ri, evicted, now);
+            Role::Unless(i) => Step::Unless(i),
+            Role::Until(i) => Step::Until(i),
+            Role::Progress => Step::Progress,
+            Role::Then => Step::Then,
+            Role::Primary => Step::Primary,
+        };
+        let matched = matches!(step, Step::Primary | Step::Then);
+        if matched {
+            self.stats.hits += 1;
+            if self.rule_hits.len() <= ri {
+                self.rule_hits.resize(ri + 1, 0);
+            }
+            self.rule_hits[ri] += 1;
+        }
+        let hit = Hit {
+            group: &group,
+            partition: &partition,
+            time: event.time,
+            step,
+            sample: &event.text,
+            origin: if matched { self.here.origin() } else { None },
+        };
+        let evicted = self.detectors[ri].evicted();
+        let discounted = self.detectors[ri].discounted();
+        self.detectors[ri].observe(&hit);
+        if matches!(step, Step::Unless(_) | Step::Until(_)) {
+            // A mark changes no condition by itself.
+            return;
+        }
+        if matched {
+            if self.hit_log.is_some() {
+                let pod = resolve_key(&self.rules.keys, "pod", &|k: &str| event.get(k));
+                self.log_hit(ri, &group, pod, event.time, &event.text);
+            }
+            // Shards count only the matches their detector counted.
+            if self.is_cluster(ri) && self.detectors[ri].discounted() == discounted {
+                let id = &self.rules.rules[ri].id;
+                self.exports.hit(id, &partition, &group);
             }
         }
+        if !is_population {
+            self.evaluate_hit(ri, &group, now, out);
+        } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
+            self.evaluate(ri, now, out);
+        }
+        self.reschedule_key(ri, timer_key, now);
+        self.evicted_since(ri, evicted, now);
     }
 
     /// A line of a new template: a hit of the novelty rule, keyed by the

@@ -84,6 +84,12 @@ enum Role {
     Primary,
     Then,
     ResolveOn,
+    /// A line of the rule's `progress`.
+    Progress,
+    /// A line of `unless` entry N ([`crate::rules::Rule::recents`]).
+    Unless(u8),
+    /// A line of the `until` of `unless` entry N.
+    Until(u8),
 }
 
 /// The detection engine: decode, match, detect, alert. Feed it lines (or
@@ -366,9 +372,19 @@ impl Engine {
         for (format, v) in d.formats.nonzero() {
             out.push(Sample::event("lines_by_format", v).with("format", format));
         }
-        for (rule, hits, evicted) in self.rule_stats() {
+        let discounted = self.rule_discounted();
+        for (ri, (rule, hits, evicted)) in self.rule_stats().into_iter().enumerate() {
             out.push(Sample::event("rule_matches", hits).with("rule", &rule));
             out.push(Sample::event("evicted_groups", evicted).with("rule", &rule));
+            let r = &self.rules.rules[ri];
+            if !r.unless.is_empty() {
+                let n = discounted.get(ri).copied().unwrap_or(0);
+                out.push(Sample::event("rule_matches_discounted", n).with("rule", &rule));
+            }
+            if r.progress.as_ref().is_some_and(|p| !p.unless.is_empty()) {
+                let n = self.detectors[ri].progress_ignored();
+                out.push(Sample::event("rule_progress_ignored", n).with("rule", &rule));
+            }
         }
         out.push(Sample::state("alerts_firing", self.firing() as i64));
         for (ri, r) in self.rules.rules.iter().enumerate() {
@@ -403,6 +419,12 @@ impl Engine {
     /// The template miner of the novelty rule, if on.
     pub fn miner(&self) -> Option<&crate::mining::Miner> {
         self.novelty.as_ref().map(|(_, w)| w.miner())
+    }
+
+    /// Per rule: matches that did not count because an `unless` held
+    /// (a pod starting or being stopped).
+    pub fn rule_discounted(&self) -> Vec<u64> {
+        self.detectors.iter().map(|d| d.discounted()).collect()
     }
 
     /// Per rule: (id, confirmed matches, groups evicted by `max_groups`).

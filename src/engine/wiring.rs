@@ -39,6 +39,17 @@ impl Wiring {
             if let Some(c) = r.resolve_on {
                 cond_users[c].push((ri, Role::ResolveOn));
             }
+            if let Some(p) = &r.progress {
+                cond_users[p.cond].push((ri, Role::Progress));
+            }
+            for (i, u) in r.recents().enumerate() {
+                // The compiler bounds the entries (MAX_RECENTS).
+                let i = u8::try_from(i).unwrap_or(u8::MAX);
+                cond_users[u.after].push((ri, Role::Unless(i)));
+                if let Some(c) = u.until {
+                    cond_users[c].push((ri, Role::Until(i)));
+                }
+            }
             if r.detect.needs_population() {
                 population_rules.push(ri);
             }

@@ -3,16 +3,17 @@
 //! [`super`]. Kept apart from the model so that the stages that only read
 //! rules never open the loader.
 
-use super::model::{self, DetectSpec, FieldCond, Layer, MatchSpec, RuleFile, RuleSpec, Severity};
+use super::condition::{literal_bytes, push_cond, MAX_SET_LITERAL_BYTES};
+use super::detection::{compile_detect, compile_recents, describe_cond, Located, MAX_RECENTS};
+use super::model::{self, Layer, RuleFile, RuleSpec, Severity};
 use super::template::Template;
 use super::{
-    CondId, Condition, Detect, Novelty, Origin, Rule, RuleError, RuleErrors, RuleSet, ValueCond,
-    BUILTIN, DEFAULT_CHATTER_PER_SECOND, DEFAULT_LEARN_LINES, DEFAULT_MAX_GROUPS,
-    DEFAULT_REPEAT_INTERVAL, NOVELTY_RULE,
+    Condition, Detect, Novelty, Origin, Progress, Rule, RuleError, RuleErrors, RuleSet, BUILTIN,
+    DEFAULT_CHATTER_PER_SECOND, DEFAULT_LEARN_LINES, DEFAULT_MAX_GROUPS, DEFAULT_REPEAT_INTERVAL,
+    NOVELTY_RULE,
 };
 use crate::decode::severity::Level;
 use crate::duration::Dur;
-use crate::text::compile_regex;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -446,6 +447,8 @@ fn compile_novelty(
         ),
         cond,
         resolve_on: None,
+        unless: Vec::new(),
+        progress: None,
         group_by,
         resolve_after: window,
         detect: Detect::Novelty(n),
@@ -629,8 +632,6 @@ fn locate(text: &str, id: &str, nth: usize, key: Option<&str>) -> (usize, usize)
     Lines::new(text).locate(id, nth, key)
 }
 
-type Located = (Option<&'static str>, String);
-
 fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rule, Located> {
     if spec.id.trim().is_empty() || spec.id.chars().any(char::is_whitespace) {
         return Err((
@@ -644,6 +645,25 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         None => None,
     };
     let detect = compile_detect(&spec.detect, set)?;
+    let unless = compile_recents(&spec.unless, set, "unless")?;
+    let progress = match &spec.progress {
+        Some(p) => {
+            let cond = push_cond(set, &p.match_).map_err(|m| (Some("progress"), m))?;
+            Some(Progress {
+                cond,
+                unless: compile_recents(&p.unless, set, "progress")?,
+                name: describe_cond(&set.conditions[cond]),
+            })
+        }
+        None => None,
+    };
+    let entries = unless.len() + progress.as_ref().map_or(0, |p| p.unless.len());
+    if entries > MAX_RECENTS {
+        return Err((
+            Some("unless"),
+            format!("a rule takes at most {MAX_RECENTS} unless entries (its own and its progress's), not {entries}"),
+        ));
+    }
     let group_by = spec
         .group_by
         .as_ref()
@@ -709,189 +729,10 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         examples,
         caused_by: spec.caused_by.map(|c| c.to_vec()).unwrap_or_default(),
         incident: spec.incident,
+        unless,
+        progress,
         origin,
     })
-}
-
-fn compile_detect(d: &DetectSpec, set: &mut RuleSet) -> Result<Detect, Located> {
-    let err = |m: &str| (Some("detect"), m.to_string());
-    let mut kinds = Vec::new();
-    if let Some(c) = &d.count {
-        if c.threshold == 0 {
-            return Err(err("count.threshold must be at least 1"));
-        }
-        if c.window.ns() <= 0 {
-            return Err(err("count.window must be positive"));
-        }
-        kinds.push(Detect::Count(c.clone()));
-    }
-    if let Some(p) = &d.persist {
-        if p.for_.ns() <= 0 || p.max_gap.ns() <= 0 {
-            return Err(err("persist.for and persist.max_gap must be positive"));
-        }
-        kinds.push(Detect::Persist(p.clone()));
-    }
-    if let Some(s) = &d.spread {
-        if s.window.ns() <= 0 {
-            return Err(err("spread.window must be positive"));
-        }
-        if s.groups.is_none() && s.fraction.is_none() {
-            return Err(err(
-                "spread needs groups (≥ K groups) or fraction (≥ F of the groups seen)",
-            ));
-        }
-        if s.fraction.is_some_and(|f| !(f > 0.0 && f <= 1.0)) {
-            return Err(err("spread.fraction must be in (0, 1]"));
-        }
-        if s.groups == Some(0) {
-            return Err(err("spread.groups must be at least 1"));
-        }
-        kinds.push(Detect::Spread(s.clone()));
-    }
-    if let Some(s) = &d.share {
-        if s.window.ns() <= 0 {
-            return Err(err("share.window must be positive"));
-        }
-        if !(s.min_share > 0.0 && s.min_share <= 1.0) {
-            return Err(err("share.min_share must be in (0, 1]"));
-        }
-        if s.min_total == 0 {
-            return Err(err("share.min_total must be at least 1"));
-        }
-        kinds.push(Detect::Share(s.clone()));
-    }
-    if let Some(a) = &d.absent {
-        if a.for_.ns() <= 0 {
-            return Err(err("absent.for must be positive"));
-        }
-        kinds.push(Detect::Absent(a.clone()));
-    }
-    if let Some(s) = &d.sequence {
-        if s.within.ns() <= 0 {
-            return Err(err("sequence.within must be positive"));
-        }
-        let then = push_cond(set, &s.then).map_err(|m| (Some("then"), m))?;
-        kinds.push(Detect::Sequence {
-            then,
-            within: s.within,
-        });
-    }
-    match kinds.len() {
-        1 => Ok(kinds.remove(0)),
-        0 => Err(err(
-            "detect needs one of count, persist, spread, share, absent, sequence",
-        )),
-        _ => Err(err("detect takes exactly one kind")),
-    }
-}
-
-/// Longest literal (`contains`, `contains_all`, `not_contains`, a field
-/// value): a signature is a few distinctive words, and every literal joins
-/// one automaton whose size follows the literals' bytes. A longer one is a
-/// load error, not minutes of compiling and gigabytes of memory.
-pub const MAX_LITERAL_BYTES: usize = 1024;
-
-/// Most literal bytes in one rule set (with [`MAX_LITERAL_BYTES`], the
-/// automaton and its compile time stay linear and bounded).
-pub const MAX_SET_LITERAL_BYTES: usize = 4 << 20;
-
-/// The literal bytes a condition brings to the automaton.
-fn literal_bytes(c: &Condition) -> usize {
-    let lits: usize = c
-        .any
-        .iter()
-        .chain(&c.all)
-        .chain(&c.none)
-        .map(String::len)
-        .sum();
-    let values: usize = c
-        .fields
-        .iter()
-        .map(|(_, v)| match v {
-            ValueCond::Equals(s) => s.len(),
-            ValueCond::OneOf(l) => l.iter().map(String::len).sum(),
-            _ => 0,
-        })
-        .sum();
-    lits + values
-}
-
-fn check_literal(what: &str, s: &str) -> Result<(), String> {
-    if s.len() > MAX_LITERAL_BYTES {
-        let start: String = s.chars().take(40).collect();
-        return Err(format!(
-            "{what} has a literal of {} bytes ({start:?}…), more than the {MAX_LITERAL_BYTES} a literal may have: keep the distinctive words of the signature",
-            s.len()
-        ));
-    }
-    Ok(())
-}
-
-fn compile_value(c: &FieldCond) -> Result<ValueCond, String> {
-    Ok(match c {
-        FieldCond::Equals(s) => {
-            check_literal("field", s)?;
-            ValueCond::Equals(s.clone())
-        }
-        FieldCond::OneOf(v) => {
-            for s in v {
-                check_literal("field", s)?;
-            }
-            ValueCond::OneOf(v.clone())
-        }
-        FieldCond::Exists(b) => ValueCond::Exists(*b),
-        FieldCond::Regex(r) => ValueCond::Regex(compile_regex(r)?),
-        FieldCond::NotEquals(s) => ValueCond::NotEquals(s.clone()),
-        FieldCond::NotRegex(r) => ValueCond::NotRegex(compile_regex(r)?),
-        FieldCond::Number(b) if b.finite() => ValueCond::Number(*b),
-        FieldCond::Number(_) => return Err("numeric bounds must be finite numbers".into()),
-    })
-}
-
-fn push_cond(set: &mut RuleSet, m: &MatchSpec) -> Result<CondId, String> {
-    let lits = |o: &Option<model::OneOrMany>, what: &str| -> Result<Vec<String>, String> {
-        let v = o.as_ref().map(|x| x.to_vec()).unwrap_or_default();
-        if v.iter().any(|s| s.is_empty()) {
-            return Err(format!(
-                "{what} has an empty literal, which would match every line"
-            ));
-        }
-        for s in &v {
-            check_literal(what, s)?;
-        }
-        Ok(v)
-    };
-    let mut c = Condition {
-        any: lits(&m.contains, "contains")?,
-        all: lits(&m.contains_all, "contains_all")?,
-        none: lits(&m.not_contains, "not_contains")?,
-        ..Condition::default()
-    };
-    for r in m.regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
-        c.regexes.push(compile_regex(&r)?);
-    }
-    for r in m.not_regex.as_ref().map(|r| r.to_vec()).unwrap_or_default() {
-        c.not_regexes.push(compile_regex(&r)?);
-    }
-    for (k, v) in &m.field {
-        c.fields.push((k.clone(), compile_value(v)?));
-    }
-    for (k, v) in &m.labels {
-        c.labels.push((k.clone(), compile_value(v)?));
-    }
-    let empty = c.any.is_empty()
-        && c.all.is_empty()
-        && c.regexes.is_empty()
-        && c.fields.is_empty()
-        && c.labels.is_empty();
-    if empty {
-        return Err(
-            "a match block needs at least one of contains, contains_all, regex, field, labels"
-                .into(),
-        );
-    }
-    set.conditions.push(c);
-    Ok(set.conditions.len() - 1)
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! mistake, not discovered as a silent non-alert during an incident.
 
 mod compile;
+mod condition;
+mod detection;
 pub mod logql;
 pub mod model;
 pub mod prometheus;
@@ -20,10 +22,8 @@ use regex::Regex;
 use std::collections::BTreeMap;
 use template::Template;
 
-pub use compile::{
-    compile, compile_layers, load_builtin, load_layered, load_paths, read_paths, MAX_LITERAL_BYTES,
-    MAX_SET_LITERAL_BYTES,
-};
+pub use compile::{compile, compile_layers, load_builtin, load_layered, load_paths, read_paths};
+pub use condition::{MAX_LITERAL_BYTES, MAX_SET_LITERAL_BYTES};
 
 /// The built-in rule pack, embedded in the binary.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -309,8 +309,50 @@ pub struct Rule {
     pub caused_by: Vec<String>,
     /// Incident name shared with related rules.
     pub incident: Option<String>,
+    /// Lines after which a group's matches do not count (see [`Recent`]).
+    pub unless: Vec<Recent>,
+    /// Lines that show a group's condition moving (see [`Progress`]).
+    pub progress: Option<Progress>,
     /// Definition site.
     pub origin: Origin,
+}
+
+/// A compiled `unless` entry: for `within` after a line matching `after`
+/// (and until a line matching `until`), the group's lines do not count.
+#[derive(Debug, Clone)]
+pub struct Recent {
+    /// The line that starts the exclusion.
+    pub after: CondId,
+    /// How long it lasts (ns).
+    pub within: i64,
+    /// The line that ends it early.
+    pub until: Option<CondId>,
+    /// The group keys of these lines; empty: the rule's own.
+    pub group_by: Vec<String>,
+    /// What the line says, for explanations and alerts: its literals.
+    pub name: String,
+}
+
+/// A compiled `progress`: a line of the group matching `cond` starts the
+/// group's detector over, unless one of `unless` holds for the group.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// The progress line.
+    pub cond: CondId,
+    /// After these, progress does not count.
+    pub unless: Vec<Recent>,
+    /// What the line says: its literals.
+    pub name: String,
+}
+
+impl Rule {
+    /// Every `unless` entry of the rule, its own then its progress's, in
+    /// the order a [`crate::detect::Step::Unless`] index counts them.
+    pub fn recents(&self) -> impl Iterator<Item = &Recent> {
+        self.unless
+            .iter()
+            .chain(self.progress.iter().flat_map(|p| p.unless.iter()))
+    }
 }
 
 /// A compiled, validated set of rules.
@@ -355,8 +397,22 @@ impl RuleSet {
         if keys.iter().any(|k| k == WORKLOAD_KEY) {
             keys.push(expand("pod"));
         }
+        let recent = |u: &Recent| {
+            format!(
+                "{}/{}/{}/{:?}",
+                cond(u.after),
+                u.within,
+                u.until.map(cond).unwrap_or_default(),
+                u.group_by.iter().map(|k| expand(k)).collect::<Vec<_>>()
+            )
+        };
+        let mut context: Vec<String> = r.unless.iter().map(recent).collect();
+        if let Some(p) = &r.progress {
+            context.push(format!("progress {}", cond(p.cond)));
+            context.extend(p.unless.iter().map(recent));
+        }
         format!(
-            "{}|{}|{}|{:?}|{}|{}|{}|{}",
+            "{}|{}|{}|{:?}|{}|{}|{}|{}{}",
             r.id,
             cond(r.cond),
             r.resolve_on.map(cond).unwrap_or_default(),
@@ -364,7 +420,12 @@ impl RuleSet {
             detect,
             r.for_,
             r.resolve_after,
-            r.max_groups
+            r.max_groups,
+            if context.is_empty() {
+                String::new()
+            } else {
+                format!("|{}", context.join("|"))
+            }
         )
     }
 }

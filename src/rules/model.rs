@@ -194,6 +194,47 @@ pub struct RuleSpec {
     /// An incident name: alerts of rules with the same name join one incident.
     #[serde(default)]
     pub incident: Option<String>,
+    /// Lines that take a group's matches out of the count for a while: a
+    /// match does not count when the same group logged one of these within
+    /// `within` before it (a pod that is starting or being stopped).
+    #[serde(default)]
+    pub unless: Vec<RecentSpec>,
+    /// Lines that show a group's condition moving (a participant leaving a
+    /// draining node): the detector starts that group over.
+    #[serde(default)]
+    pub progress: Option<ProgressSpec>,
+}
+
+/// "The same group logged a line like this recently": an entry of a rule's
+/// `unless` (or of its progress's `unless`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecentSpec {
+    /// The line that starts the exclusion.
+    pub after: MatchSpec,
+    /// How long after that line the group's lines do not count.
+    pub within: Dur,
+    /// A line of the same group that ends the exclusion early (a pod that
+    /// was stopped is scheduled again under the same name).
+    #[serde(default)]
+    pub until: Option<MatchSpec>,
+    /// Whose line it is, when it names the group in another place than the
+    /// rule's matches do (`after:Created pod: `); default the rule's `group_by`.
+    #[serde(default)]
+    pub group_by: Option<OneOrMany>,
+}
+
+/// A rule's `progress`: which lines show its condition moving, and after
+/// which lines they do not.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProgressSpec {
+    /// A line of the same group that shows progress.
+    #[serde(rename = "match")]
+    pub match_: MatchSpec,
+    /// Progress does not count after these (a drain that began by failing).
+    #[serde(default)]
+    pub unless: Vec<RecentSpec>,
 }
 
 /// Inline examples.
@@ -495,6 +536,11 @@ pub struct SpreadSpec {
     /// With `fraction`, the fewest matching groups that can fire (default 2).
     #[serde(default)]
     pub min_groups: Option<usize>,
+    /// Matches a group needs within the window to count as matching
+    /// (default 1): a pod that fails its probe once is not a pod that
+    /// stays unready.
+    #[serde(default)]
+    pub min_count: Option<u64>,
     /// How recently a group must have logged anything to count as alive
     /// (default: the larger of the window and 10m).
     #[serde(default)]

@@ -106,6 +106,11 @@ fn spread(rule: &Rule, s: &SpreadSpec) -> Vec<PromRule> {
         .map(|d| d.ns())
         .unwrap_or_else(|| s.window.ns().max(600_000_000_000));
     let groups = format!("sigwatch:signature_groups{{rule={id}}}");
+    // A group counts once it matched `min_count` times in the window.
+    let at_least = match s.min_count {
+        Some(n) if n > 1 => format!(">= {n}"),
+        _ => "> 0".to_string(),
+    };
     let cond = match (s.groups, s.fraction) {
         (Some(g), _) => format!("{groups} >= {g}"),
         (None, Some(f)) => format!(
@@ -119,7 +124,7 @@ fn spread(rule: &Rule, s: &SpreadSpec) -> Vec<PromRule> {
             "sigwatch:signature_groups",
             &rule.id,
             format!(
-                "count by (rule, partition) (sum by (rule, partition, group) (increase(sigwatch_signature_hits_total{{rule={id}}}[{window}])) > 0)"
+                "count by (rule, partition) (sum by (rule, partition, group) (increase(sigwatch_signature_hits_total{{rule={id}}}[{window}])) {at_least})"
             ),
         ),
         population(&rule.id, pw),

@@ -23,6 +23,7 @@ pub const VARIABLES: &[&str] = &[
     "last_seen",
     "template",
     "level",
+    "reason",
 ];
 
 /// A parsed template: literal text and variable references.
