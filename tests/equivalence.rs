@@ -336,12 +336,17 @@ fn the_kubectl_events_table_agrees() {
     // `kubectl get events -w`: no timestamps, the pod only as `pod/NAME`
     // in the text (an `after:` group-key path), some behind a kubectl
     // prefix whose own `[pod/` must not count.
-    let table = "LAST SEEN   TYPE      REASON      OBJECT                         MESSAGE
-0s          Normal    Pulled      pod/api-5f6d7c8b9-q2w3e        Container image \"api:1.4\" already present on machine
-0s          Warning   Unhealthy   pod/api-5f6d7c8b9-a1s2d        Liveness probe failed: Get \"http://10.1.4.10:8080/healthz\": context deadline exceeded
+    // A row each time an event repeats: the kubelet's third failure is the
+    // one that restarts a pod.
+    let failures = "0s          Warning   Unhealthy   pod/api-5f6d7c8b9-a1s2d        Liveness probe failed: Get \"http://10.1.4.10:8080/healthz\": context deadline exceeded
 [pod/watcher-0/kubectl] 0s          Warning   Unhealthy   pod/api-5f6d7c8b9-z9x8c        Liveness probe failed: Get \"http://10.1.4.11:8080/healthz\": context deadline exceeded
 0s          Warning   Unhealthy   pod/api-5f6d7c8b9-q2w3e        Liveness probe failed: Get \"http://10.1.4.12:8080/healthz\": context deadline exceeded
-[pod/watcher-0/kubectl] 0s          Normal    Started     pod/web-7d9c8b6f5-m4n5b        Started container web
+";
+    let table = "LAST SEEN   TYPE      REASON      OBJECT                         MESSAGE
+0s          Normal    Pulled      pod/api-5f6d7c8b9-q2w3e        Container image \"api:1.4\" already present on machine
+".to_string()
+        + &failures.repeat(3)
+        + "[pod/watcher-0/kubectl] 0s          Normal    Started     pod/web-7d9c8b6f5-m4n5b        Started container web
 0s          Normal    Pulled      pod/api-5f6d7c8b9-b1b1b        Container image \"api:1.4\" already present on machine
 0s          Normal    Pulled      pod/api-5f6d7c8b9-b2b2b        Container image \"api:1.4\" already present on machine
 [pod/watcher-0/kubectl] 0s          Normal    Pulled      pod/api-5f6d7c8b9-b3b3b        Container image \"api:1.4\" already present on machine";

@@ -257,13 +257,21 @@ fn k8s_readiness_loss_from_pretty_printed_events() {
 #[test]
 fn liveness_cascade_from_the_kubectl_events_table() {
     // `kubectl get events -w` prints a table: no timestamps, the pod only
-    // as `pod/NAME` in the text.
-    let table = "LAST SEEN   TYPE      REASON      OBJECT                         MESSAGE
+    // as `pod/NAME` in the text, and a row each time an event repeats
+    // (the kubelet's third failure is the one that restarts the pod).
+    let mut table = "LAST SEEN   TYPE      REASON      OBJECT                         MESSAGE
 0s          Normal    Pulled      pod/api-5f6d7c8b9-q2w3e        Container image \"api:1.4\" already present on machine
-0s          Warning   Unhealthy   pod/api-5f6d7c8b9-a1s2d        Liveness probe failed: Get \"http://10.1.4.10:8080/healthz\": context deadline exceeded
-0s          Warning   Unhealthy   pod/api-5f6d7c8b9-z9x8c        Liveness probe failed: Get \"http://10.1.4.11:8080/healthz\": context deadline exceeded
-0s          Warning   Unhealthy   pod/api-5f6d7c8b9-q2w3e        Liveness probe failed: Get \"http://10.1.4.12:8080/healthz\": context deadline exceeded
-0s          Normal    Started     pod/web-7d9c8b6f5-m4n5b        Started container web";
+".to_string();
+    for _ in 0..3 {
+        for (pod, ip) in [("a1s2d", 10), ("z9x8c", 11), ("q2w3e", 12)] {
+            table.push_str(&format!(
+                "0s          Warning   Unhealthy   pod/api-5f6d7c8b9-{pod}        Liveness probe failed: Get \"http://10.1.4.{ip}:8080/healthz\": context deadline exceeded\n"
+            ));
+        }
+    }
+    table.push_str(
+        "0s          Normal    Started     pod/web-7d9c8b6f5-m4n5b        Started container web",
+    );
     let lines: Vec<String> = table.lines().map(str::to_string).collect();
     let (out, _) = replay_lines(&lines);
     assert_eq!(
