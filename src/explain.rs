@@ -915,4 +915,45 @@ mod tests {
         );
         assert!(out.contains(r#"✓ contains: "boom" found"#), "{out}");
     }
+
+    #[test]
+    fn a_routine_line_says_why_it_did_not_count() {
+        let set = crate::rules::load_builtin().unwrap();
+        let mut e = Explainer::new(set).unwrap();
+        let only = vec!["k8s.readiness_lost".to_string()];
+        let created = r#"{"kind":"Event","involvedObject":{"kind":"ReplicaSet","name":"web-6d4cf56db6"},"lastTimestamp":"2024-05-01T12:00:00Z","reason":"SuccessfulCreate","message":"Created pod: web-6d4cf56db6-xyz12","type":"Normal"}"#;
+        let failed = r#"{"kind":"Event","involvedObject":{"kind":"Pod","name":"web-6d4cf56db6-xyz12"},"lastTimestamp":"2024-05-01T12:00:12Z","reason":"Unhealthy","message":"Readiness probe failed: HTTP probe failed with statuscode: 503","type":"Warning"}"#;
+        let other = failed.replace("xyz12", "abc34");
+        let out = e.explain(created, &only);
+        assert!(
+            out.contains(r#"context: "web-6d4cf56db6-xyz12" logged `Created pod: `"#),
+            "{out}"
+        );
+        assert!(!out.contains("k8s.liveness_spread"), "only the rule asked for: {out}");
+        let out = e.explain(failed, &only);
+        assert!(
+            out.contains(r#"NOT COUNTED: "web-6d4cf56db6-xyz12" logged `Created pod: ` at 2024-05-01T12:00:00.000Z (12s before; unless within 5m)"#),
+            "{out}"
+        );
+        let out = e.explain(&other, &only);
+        assert!(out.contains("MATCH  k8s.readiness_lost"), "{out}");
+        assert!(!out.contains("NOT COUNTED"), "another pod counts: {out}");
+    }
+
+    #[test]
+    fn a_progress_line_and_its_void_are_explained() {
+        let set = crate::rules::load_builtin().unwrap();
+        let mut e = Explainer::new(set).unwrap();
+        let only = vec!["livekit.drain_stuck".to_string()];
+        let leave = r#"[pod/lk-0/livekit-server] {"level":"info","ts":1714568460,"logger":"livekit","msg":"participant closing","room":"r","nodeID":"ND_a"}"#;
+        let out = e.explain(leave, &only);
+        assert!(out.contains("the detector starts the group over"), "{out}");
+        let failed = r#"[pod/lk-1/livekit-server] {"level":"error","ts":1714568400,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_b","error":"redis: client is closed"}"#;
+        e.explain(failed, &only);
+        let out = e.explain(&leave.replace("lk-0", "lk-1").replace("ND_a", "ND_b"), &only);
+        assert!(
+            out.contains("does not count: it logged `failed to mark as draining`"),
+            "{out}"
+        );
+    }
 }

@@ -469,7 +469,7 @@ fn execute(
     case: &Case,
     rules: &RuleSet,
     dir: &Path,
-) -> Result<(Vec<Seen>, i64, BTreeMap<String, u64>), String> {
+) -> Result<(Vec<Seen>, i64, BTreeMap<String, (u64, u64)>), String> {
     let start = instant(case.start.as_deref().unwrap_or(DEFAULT_START), 0)?;
     let lateness = case
         .lateness
@@ -546,10 +546,12 @@ fn execute(
         }
     }
     collect(&mut end_of_input, &mut seen, None);
+    let discounted = engine.rule_discounted();
     let hits = engine
         .rule_stats()
         .into_iter()
-        .map(|(id, hits, _)| (id, hits))
+        .zip(discounted)
+        .map(|((id, hits, _), d)| (id, (hits, d)))
         .collect();
     Ok((seen, start, hits))
 }
@@ -558,7 +560,12 @@ fn describe(state: &str, rule: &str, group: &str, at: &str) -> String {
     format!("{state:<9}{rule:<32} {group:<24} at {at}")
 }
 
-fn compare(case: &Case, seen: &[Seen], start: i64, hits: &BTreeMap<String, u64>) -> CaseResult {
+fn compare(
+    case: &Case,
+    seen: &[Seen],
+    start: i64,
+    hits: &BTreeMap<String, (u64, u64)>,
+) -> CaseResult {
     let tolerance = case.tolerance.unwrap_or(Dur::secs(30)).ns();
     let expected = match expected_of(case, start) {
         Ok(e) => e,
@@ -707,13 +714,24 @@ fn differs(
 
 /// An expected notification that never came: where to look (the match, or
 /// the detector).
-fn missing(e: &Expect, state: &str, want_at: &str, hits: &BTreeMap<String, u64>) -> DiffLine {
+fn missing(
+    e: &Expect,
+    state: &str,
+    want_at: &str,
+    hits: &BTreeMap<String, (u64, u64)>,
+) -> DiffLine {
     let group = e.group.as_deref().unwrap_or("(any group)");
-    // Say where to look: the match, or the detector.
+    // Say where to look: the match, the rule's `unless`, or the detector.
     let why = match hits.get(&e.rule) {
         None => "no such rule in the rule set".to_string(),
-        Some(0) => "the rule matched no line: check its match with `sigwatch explain`".to_string(),
-        Some(n) => format!(
+        Some((0, _)) => {
+            "the rule matched no line: check its match with `sigwatch explain`".to_string()
+        }
+        Some((n, d)) if *d > 0 => format!(
+            "the rule matched {n} line{}, {d} of them not counted (its `unless` held: pipe the lines to `sigwatch explain`), but its detector did not produce this",
+            if *n == 1 { "" } else { "s" }
+        ),
+        Some((n, _)) => format!(
             "the rule matched {n} line{}, but its detector did not produce this",
             if *n == 1 { "" } else { "s" }
         ),

@@ -134,6 +134,71 @@ fn livekit_deadlock_cri_partials() {
     assert!(stats.decode.partial_chunks >= 2, "{:?}", stats.decode);
 }
 
+/// A fixture replayed with the pack: its notifications, and per rule the
+/// matches and the matches not counted (`unless`).
+fn replay_counting(name: &str) -> (Vec<Notification>, Vec<(String, u64, u64)>) {
+    let set = sigwatch::rules::load_builtin().expect("built-in rules load");
+    let mut e = Engine::new(set, Options::default()).expect("engine");
+    let src = Source::named("fixture");
+    let mut out = Vec::new();
+    for l in lines_of(name) {
+        e.push_line(&src, &l, None, &mut out);
+    }
+    e.finish(&mut out);
+    let per_rule = e
+        .rule_stats()
+        .into_iter()
+        .zip(e.rule_discounted())
+        .map(|((id, hits, _), d)| (id, hits, d))
+        .collect();
+    (out, per_rule)
+}
+
+fn matches_of(per_rule: &[(String, u64, u64)], rule: &str) -> (u64, u64) {
+    per_rule
+        .iter()
+        .find(|r| r.0 == rule)
+        .map(|r| (r.1, r.2))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_rolling_update_scale_events_a_drain_and_restarts_page_nothing() {
+    // Three hours of a cluster's weekly maintenance (fixtures/routine.py):
+    // a rolling update, a StatefulSet restart, HPA and cluster-autoscaler
+    // scale-up and scale-down, a node drain, a deleted pod, an OOM restart.
+    // With the application logs, and as an event exporter sees it alone
+    // (then the pods that change are most of the population).
+    for name in ["routine-k8s-maintenance.log", "routine-k8s-maintenance-events.log"] {
+        let (out, per_rule) = replay_counting(name);
+        assert!(out.is_empty(), "{name}: {:#?}", set_of(&out));
+        // The probe failures were there and were read: starting and
+        // stopping pods' failures are not counted, the rest too few.
+        let (hits, discounted) = matches_of(&per_rule, "k8s.readiness_lost");
+        assert!(hits >= 60, "{name}: {hits} readiness failures read");
+        assert!(
+            discounted * 10 >= hits * 7,
+            "{name}: {discounted} of {hits} failures were of starting or stopping pods"
+        );
+    }
+}
+
+#[test]
+fn a_planned_livekit_upgrade_with_long_meetings_pages_nothing() {
+    // Four livekit-server pods drained in turn for 13-22 minutes each while
+    // their participants leave, an egress rolling update, a Redis restart,
+    // a scale-down (fixtures/routine.py).
+    for name in ["routine-livekit-upgrade.log", "routine-livekit-upgrade-events.log"] {
+        let (out, _) = replay_counting(name);
+        assert!(out.is_empty(), "{name}: {:#?}", set_of(&out));
+    }
+    let (_, per_rule) = replay_counting("routine-livekit-upgrade.log");
+    let (waiting, _) = matches_of(&per_rule, "livekit.drain_stuck");
+    assert!(waiting > 500, "the drains were read: {waiting} waiting lines");
+    let (redis, _) = matches_of(&per_rule, "livekit.redis_unreachable");
+    assert!(redis > 10, "the Redis restart was read: {redis} errors");
+}
+
 #[test]
 fn control_day_fires_nothing_and_survives_hostile_lines() {
     let (out, stats) = replay_lines(&lines_of("control-day.log"));
