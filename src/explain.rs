@@ -929,7 +929,10 @@ mod tests {
             out.contains(r#"context: "web-6d4cf56db6-xyz12" logged `Created pod: `"#),
             "{out}"
         );
-        assert!(!out.contains("k8s.liveness_spread"), "only the rule asked for: {out}");
+        assert!(
+            !out.contains("k8s.liveness_spread"),
+            "only the rule asked for: {out}"
+        );
         let out = e.explain(failed, &only);
         assert!(
             out.contains(r#"NOT COUNTED: "web-6d4cf56db6-xyz12" logged `Created pod: ` at 2024-05-01T12:00:00.000Z (12s before; unless within 5m)"#),
@@ -950,7 +953,10 @@ mod tests {
         assert!(out.contains("the detector starts the group over"), "{out}");
         let failed = r#"[pod/lk-1/livekit-server] {"level":"error","ts":1714568400,"logger":"livekit","msg":"failed to mark as draining","nodeID":"ND_b","error":"redis: client is closed"}"#;
         e.explain(failed, &only);
-        let out = e.explain(&leave.replace("lk-0", "lk-1").replace("ND_a", "ND_b"), &only);
+        let out = e.explain(
+            &leave.replace("lk-0", "lk-1").replace("ND_a", "ND_b"),
+            &only,
+        );
         assert!(
             out.contains("does not count: it logged `failed to mark as draining`"),
             "{out}"

@@ -169,7 +169,10 @@ fn a_rolling_update_scale_events_a_drain_and_restarts_page_nothing() {
     // scale-up and scale-down, a node drain, a deleted pod, an OOM restart.
     // With the application logs, and as an event exporter sees it alone
     // (then the pods that change are most of the population).
-    for name in ["routine-k8s-maintenance.log", "routine-k8s-maintenance-events.log"] {
+    for name in [
+        "routine-k8s-maintenance.log",
+        "routine-k8s-maintenance-events.log",
+    ] {
         let (out, per_rule) = replay_counting(name);
         assert!(out.is_empty(), "{name}: {:#?}", set_of(&out));
         // The probe failures were there and were read: starting and
@@ -188,13 +191,19 @@ fn a_planned_livekit_upgrade_with_long_meetings_pages_nothing() {
     // Four livekit-server pods drained in turn for 13-22 minutes each while
     // their participants leave, an egress rolling update, a Redis restart,
     // a scale-down (fixtures/routine.py).
-    for name in ["routine-livekit-upgrade.log", "routine-livekit-upgrade-events.log"] {
+    for name in [
+        "routine-livekit-upgrade.log",
+        "routine-livekit-upgrade-events.log",
+    ] {
         let (out, _) = replay_counting(name);
         assert!(out.is_empty(), "{name}: {:#?}", set_of(&out));
     }
     let (_, per_rule) = replay_counting("routine-livekit-upgrade.log");
     let (waiting, _) = matches_of(&per_rule, "livekit.drain_stuck");
-    assert!(waiting > 500, "the drains were read: {waiting} waiting lines");
+    assert!(
+        waiting > 500,
+        "the drains were read: {waiting} waiting lines"
+    );
     let (redis, _) = matches_of(&per_rule, "livekit.redis_unreachable");
     assert!(redis > 10, "the Redis restart was read: {redis} errors");
 }
