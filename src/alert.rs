@@ -487,7 +487,7 @@ impl Alerts {
         t.adopted = None;
         let (starts_at, repeat) = match t.phase {
             Phase::Pending { since } => {
-                if s.support - since < rule.for_ {
+                if s.support - since < s.hold.unwrap_or(rule.for_) {
                     return;
                 }
                 (since, false)

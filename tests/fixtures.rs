@@ -66,13 +66,14 @@ fn check(name: &str) {
 fn livekit_redis_outage() {
     check("livekit-redis-outage.log");
     let (out, _) = replay_lines(&lines_of("livekit-redis-outage.log"));
-    // One cluster-wide Redis alert, and each node named by its nodeID,
-    // including on `waiting for participants to exit`, which carries none.
+    // One Redis alert for the LiveKit nodes (their container), and each
+    // node named by its nodeID, including on `waiting for participants to
+    // exit`, which carries none.
     let redis: Vec<_> = out
         .iter()
         .filter(|n| n.rule == "livekit.redis_unreachable")
         .collect();
-    assert_eq!(redis[0].group, "cluster");
+    assert_eq!(redis[0].group, "livekit-server");
     assert!(
         redis[0].annotations["summary"].contains("of 6 LiveKit nodes"),
         "{}",

@@ -140,7 +140,8 @@ mod tests {
                 key: "a".into(),
                 active: true,
                 support: 59 * S,
-                since: 59 * S
+                since: 59 * S,
+                hold: None,
             }]
         );
         assert_eq!(c.evidence("a").count, 3);
@@ -152,7 +153,8 @@ mod tests {
                 key: "a".into(),
                 active: false,
                 support: 59 * S,
-                since: 59 * S
+                since: 59 * S,
+                hold: None,
             }]
         );
         assert!(

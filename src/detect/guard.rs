@@ -40,6 +40,7 @@ struct Entry {
     scope: Scope,
     within: i64,
     name: String,
+    hold: Option<i64>,
 }
 
 /// What the guard remembers: per entry, when each group last logged its
@@ -79,6 +80,7 @@ impl Guarded {
                 scope: Scope::Matches,
                 within: u.within,
                 name: u.name.clone(),
+                hold: None,
             })
             .collect();
         if let Some(p) = &rule.progress {
@@ -86,6 +88,7 @@ impl Guarded {
                 scope: Scope::Progress,
                 within: u.within,
                 name: u.name.clone(),
+                hold: u.hold,
             }));
         }
         let max = rule.max_groups;
@@ -115,6 +118,21 @@ impl Guarded {
                 let since = *m.peek(group)?;
                 (time.saturating_sub(since) <= e.within).then_some(Held { entry: i, since })
             })
+    }
+
+    /// Sets the hold of the statuses from `from` on whose group a
+    /// progress `unless` entry with a `for` holds.
+    fn holds(&self, out: &mut [Status], from: usize) {
+        if !self.entries.iter().any(|e| e.hold.is_some()) {
+            return;
+        }
+        for s in out.iter_mut().skip(from).filter(|s| s.active) {
+            if let Some(h) = self.holding(Scope::Progress, &s.key, s.support) {
+                if let Some(hold) = self.entries[h.entry].hold {
+                    s.hold = Some(hold);
+                }
+            }
+        }
     }
 
     /// Why `key`'s condition holds, in words, when the guard knows it:
@@ -214,7 +232,9 @@ impl Detector for Guarded {
     }
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
+        let from = out.len();
         self.inner.evaluate(now, out);
+        self.holds(out, from);
     }
 
     fn due(&self, key: &str) -> Option<i64> {
@@ -226,7 +246,10 @@ impl Detector for Guarded {
     }
 
     fn evaluate_key(&mut self, key: &str, now: i64, out: &mut Vec<Status>) -> bool {
-        self.inner.evaluate_key(key, now, out)
+        let from = out.len();
+        let done = self.inner.evaluate_key(key, now, out);
+        self.holds(out, from);
+        done
     }
 
     fn tracks(&self, key: &str) -> bool {

@@ -202,6 +202,9 @@ pub struct Status {
     /// Event time at which the condition last became true (the start of
     /// the evidence that `for` is measured on).
     pub since: i64,
+    /// How long the condition must hold before it fires, when the rule's
+    /// context says other than its `for` (None: the rule's `for`).
+    pub hold: Option<i64>,
 }
 
 /// Evidence for a notification.
@@ -566,6 +569,7 @@ pub fn report(
             active,
             support,
             since: s,
+            hold: None,
         });
     }
     if !active {

@@ -165,6 +165,7 @@ impl Detector for Share {
                         active: false,
                         support,
                         since: support,
+                        hold: None,
                     });
                     self.key_part.remove(&old);
                 }
@@ -178,6 +179,7 @@ impl Detector for Share {
                     active: true,
                     support,
                     since,
+                    hold: None,
                 });
                 self.key_part.insert(w.clone(), pname.clone());
                 next = Some((w.clone(), since));

@@ -194,7 +194,7 @@ impl Engine {
             }
             let Some(g) = group else { continue };
             let part = match self.pop_keys[i].1 {
-                Some(id) => self.cached_key(id, p),
+                Some(id) => self.cached_key(id, p).or_else(|| Some(CLUSTER.to_string())),
                 None => Some(CLUSTER.to_string()),
             };
             if let Some(part) = part {
@@ -325,7 +325,9 @@ impl Engine {
             }
         };
         let partition = match &self.partition_keys[ri] {
-            Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| "unknown".to_string()),
+            // A line without the partition key belongs to the whole
+            // cluster's partition, as its population sightings do.
+            Some(k) => resolve_key(keys, k, &get).unwrap_or_else(|| CLUSTER.to_string()),
             None => CLUSTER.to_string(),
         };
         Some((group, partition))

@@ -107,6 +107,12 @@ pub(super) fn compile_recents(
             None => None,
         };
         let group_by = u.group_by.as_ref().map(|g| g.to_vec()).unwrap_or_default();
+        if u.for_.is_some() && key == "unless" {
+            return Err((
+                Some(key),
+                "unless.for belongs to a progress's unless entries (a rule's own entries discount matches: there is no alert to hold)".into(),
+            ));
+        }
         if group_by.iter().any(|g| g.trim().is_empty()) {
             return Err((Some(key), "unless.group_by has an empty key".into()));
         }
@@ -116,6 +122,7 @@ pub(super) fn compile_recents(
             until,
             group_by,
             name: describe_cond(&set.conditions[after]),
+            hold: u.for_.map(|d| d.ns()),
         });
     }
     Ok(out)

@@ -331,6 +331,9 @@ pub struct Recent {
     pub group_by: Vec<String>,
     /// What the line says, for explanations and alerts: its literals.
     pub name: String,
+    /// While it holds (progress's entries only), the rule's `for` is this
+    /// (ns) instead.
+    pub hold: Option<i64>,
 }
 
 /// A compiled `progress`: a line of the group matching `cond` starts the
@@ -399,11 +402,12 @@ impl RuleSet {
         }
         let recent = |u: &Recent| {
             format!(
-                "{}/{}/{}/{:?}",
+                "{}/{}/{}/{:?}/{:?}",
                 cond(u.after),
                 u.within,
                 u.until.map(cond).unwrap_or_default(),
-                u.group_by.iter().map(|k| expand(k)).collect::<Vec<_>>()
+                u.group_by.iter().map(|k| expand(k)).collect::<Vec<_>>(),
+                u.hold
             )
         };
         let mut context: Vec<String> = r.unless.iter().map(recent).collect();

@@ -222,6 +222,11 @@ pub struct RecentSpec {
     /// rule's matches do (`after:Created pod: `); default the rule's `group_by`.
     #[serde(default)]
     pub group_by: Option<OneOrMany>,
+    /// In a progress's `unless` only: while this entry holds for a group,
+    /// the rule's `for` is this instead (a drain that began by failing is
+    /// stuck sooner than one that merely stopped moving).
+    #[serde(rename = "for", default)]
+    pub for_: Option<Dur>,
 }
 
 /// A rule's `progress`: which lines show its condition moving, and after
