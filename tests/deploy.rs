@@ -524,7 +524,7 @@ fn prometheus_fires_the_redis_spread_from_the_exported_counters() {
     promtool_case(
         "livekit-redis-outage.log",
         "livekit.redis_unreachable",
-        ", partition: cluster",
+        ", partition: livekit-server",
         "Redis unreachable from many LiveKit nodes",
         "6 (all shards, last 60s)",
     );
@@ -535,7 +535,7 @@ fn prometheus_fires_the_black_hole_share_from_the_exported_counters() {
     promtool_case(
         "egress-black-hole.log",
         "egress.black_hole",
-        ", partition: cluster",
+        ", partition: egress",
         "One egress node takes most of the failed recordings",
         "GROUP takes 100% (all shards, last 900s)",
     );
