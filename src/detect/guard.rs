@@ -223,6 +223,14 @@ impl Detector for Guarded {
         self.inner.leave(group);
     }
 
+    fn idle(&self) -> bool {
+        self.inner.idle()
+    }
+
+    fn holds(&self, group: &str) -> bool {
+        self.inner.holds(group)
+    }
+
     fn population_window(&self) -> Option<i64> {
         self.inner.population_window()
     }

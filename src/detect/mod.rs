@@ -330,6 +330,17 @@ pub trait Detector: Send + Saved {
     /// not counted as groups that stopped matching — or as groups that
     /// went quiet (spread, share).
     fn leave(&mut self, _group: &str) {}
+    /// True when no group holds any state, so that a `progress` line can
+    /// change nothing and need not be decoded (LiveKit logs `participant
+    /// closing` all day; it matters only while a node drains).
+    fn idle(&self) -> bool {
+        false
+    }
+    /// False when the group holds no state, so that its `progress` line
+    /// changes nothing (true when unsure).
+    fn holds(&self, _group: &str) -> bool {
+        true
+    }
     /// Matches that did not count because an `unless` held.
     fn discounted(&self) -> u64 {
         0
@@ -401,6 +412,14 @@ macro_rules! per_group_bookkeeping {
 
         fn evicted(&self) -> u64 {
             self.groups.evicted()
+        }
+
+        fn idle(&self) -> bool {
+            self.groups.len() == 0
+        }
+
+        fn holds(&self, group: &str) -> bool {
+            self.groups.peek(group).is_some()
         }
 
         fn due(&self, key: &str) -> Option<i64> {

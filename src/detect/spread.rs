@@ -129,6 +129,16 @@ impl Detector for Spread {
         Some(self.pop_window)
     }
 
+    fn idle(&self) -> bool {
+        self.parts.iter().all(|(_, p)| p.groups.len() == 0)
+    }
+
+    fn holds(&self, group: &str) -> bool {
+        self.parts
+            .iter()
+            .any(|(_, p)| p.groups.peek(group).is_some())
+    }
+
     fn leave(&mut self, group: &str) {
         for name in self.parts.sorted_keys() {
             if let Some(p) = self.parts.peek_mut(&name) {

@@ -219,6 +219,42 @@ impl Engine {
         }
     }
 
+    /// Whether every candidate condition of the line is only a `progress`
+    /// of rules that hold nothing for the line's group (read by the cheap
+    /// key path): then the line changes nothing and is not decoded.
+    /// LiveKit logs `participant closing` all day; it matters only for a
+    /// node that is draining.
+    fn only_idle_progress(&mut self, p: &Prepared<'_>) -> bool {
+        for c in 0..self.scratch.candidates.len() {
+            let cid = self.scratch.candidates[c];
+            if self.cond_users[cid].is_empty() {
+                return false;
+            }
+            for u in 0..self.cond_users[cid].len() {
+                let (ri, role) = self.cond_users[cid][u];
+                if role != Role::Progress {
+                    return false;
+                }
+                if self.detectors[ri].idle() {
+                    continue;
+                }
+                let mut group = None;
+                for k in 0..self.progress_keys.get(ri).map_or(0, Vec::len) {
+                    let id = self.progress_keys[ri][k];
+                    if let Some(g) = self.cached_key(id, p) {
+                        group = Some(g);
+                        break;
+                    }
+                }
+                match group {
+                    Some(g) if !self.detectors[ri].holds(&g) => {}
+                    _ => return false,
+                }
+            }
+        }
+        true
+    }
+
     /// The rules' conditions: a candidate line (by the matcher's scan, or
     /// the block scan's hint) is decoded into an event and confirmed per
     /// condition; each confirmed one goes to the rules that use it.
@@ -230,7 +266,10 @@ impl Engine {
             Some(false) => false,
             _ => self.matcher.scan(&p.text, &mut self.scratch),
         };
-        if candidate {
+        if candidate && self.only_idle_progress(p) {
+            // Progress lines of rules holding no state: nothing to decode.
+            self.stats.candidates += 1;
+        } else if candidate {
             self.stats.candidates += 1;
             let mut event = self.decoder.event(p);
             event.time = t;
@@ -241,6 +280,9 @@ impl Engine {
                 }
                 for ui in 0..self.cond_users[cid].len() {
                     let (ri, role) = self.cond_users[cid][ui];
+                    if role == Role::Progress && self.detectors[ri].idle() {
+                        continue;
+                    }
                     self.route(ri, role, &event, out);
                 }
             }

@@ -139,6 +139,8 @@ pub struct Engine {
     partition_keys: Vec<Option<String>>,
     /// Per population rule: compiled ids of its group keys and partition key.
     pop_keys: Vec<(Vec<decode::keys::KeyId>, Option<decode::keys::KeyId>)>,
+    /// Per rule with a `progress`: compiled ids of its group keys.
+    progress_keys: Vec<Vec<decode::keys::KeyId>>,
     /// Per line: resolved value of each compiled key (resolved at most once).
     key_cache: Vec<Option<Option<String>>>,
     /// Which lines feed the population of spread and share rules.

@@ -65,6 +65,11 @@ impl Wiring {
             names.extend(rules.rules[ri].group_by.iter().cloned());
             names.extend(partition_keys[ri].iter().cloned());
         }
+        // And the group of a progress line, to skip the decode of lines
+        // of groups the rule holds nothing for.
+        for r in rules.rules.iter().filter(|r| r.progress.is_some()) {
+            names.extend(r.group_by.iter().cloned());
+        }
         Ok(Wiring {
             matcher,
             cond_users,
@@ -72,6 +77,23 @@ impl Wiring {
             partition_keys,
             names,
         })
+    }
+
+    /// Per rule with a `progress`: the compiled ids of its group keys
+    /// (empty for the others).
+    fn progress_keys(rules: &RuleSet, decoder: &Decoder) -> Vec<Vec<decode::keys::KeyId>> {
+        rules
+            .rules
+            .iter()
+            .map(|r| match r.progress {
+                Some(_) => r
+                    .group_by
+                    .iter()
+                    .filter_map(|k| decoder.key_id(k))
+                    .collect(),
+                None => Vec::new(),
+            })
+            .collect()
     }
 
     #[allow(clippy::type_complexity)]
@@ -107,6 +129,7 @@ impl Engine {
         let period = sample_period(&detectors);
         let decoder = Decoder::with_group_keys(&rules.keys, opts.live, &w.names);
         let pop_keys = w.pop_keys(&rules, &decoder);
+        let progress_keys = Wiring::progress_keys(&rules, &decoder);
         let n = rules.rules.len();
         let scanner = scanner_for(&w.matcher, &decoder);
         let scan_generation = scanner.generation();
@@ -118,6 +141,7 @@ impl Engine {
             matcher: w.matcher,
             decoder,
             pop_keys,
+            progress_keys,
             key_cache: Vec::new(),
             sampler: detect::Sampler::new(period),
             scratch: Scratch::default(),
@@ -219,6 +243,7 @@ impl Engine {
         summary.resolved = out.len() - before;
         self.decoder.rekey(&new.keys, &w.names);
         self.pop_keys = w.pop_keys(&new, &self.decoder);
+        self.progress_keys = Wiring::progress_keys(&new, &self.decoder);
         let scanner = scanner_for(&w.matcher, &self.decoder);
         self.scan_generation = scanner.generation();
         self.scan_slot.set(scanner);
