@@ -145,3 +145,44 @@ fn round_one_routine_operations_page_nothing_and_incidents_page() {
         );
     }
 }
+
+#[test]
+fn round_two_routine_operations_page_nothing_and_incidents_page() {
+    let dir = generate("holdout2");
+    for quiet in [
+        // Six Deployments restarted at once; a spot node drained, its
+        // LiveKit pod waiting 22 minutes on a two-person interview.
+        "routine-namespace-restart-and-spot.log",
+        // Egress scale-down, LiveKit scale-up, an operator's drain, three
+        // egress failures on three nodes for one bad RTMP URL.
+        "routine-egress-and-livekit-scale.log",
+    ] {
+        let out = replay(&dir.path().join(quiet));
+        assert!(out.is_empty(), "{quiet}: {:?}", rules_of(&out));
+    }
+
+    // Redis unreachable from all four LiveKit nodes from 14:12:20, in a
+    // stream of 25 other pods: paged within a minute or two.
+    let out = replay(&dir.path().join("incident-redis-mixed-stream.log"));
+    let redis = first_by(
+        &out,
+        "livekit.redis_unreachable",
+        "2025-05-20T14:14:20",
+        "redis mixed stream",
+    );
+    assert!(
+        redis["annotations"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("from 4 of 4 LiveKit nodes"),
+        "{redis}"
+    );
+
+    // One node of a planned upgrade never finishes draining (nothing moves
+    // from 22:12, force-deleted at 23:27): paged well before, and only it.
+    let out = replay(&dir.path().join("incident-drain-ghost-participants.log"));
+    let stuck = firing(&out, "livekit.drain_stuck");
+    assert_eq!(stuck.len(), 1, "{:?}", rules_of(&out));
+    let at = stuck[0]["last_seen"].as_str().unwrap();
+    assert!(at < "2025-06-17T23:00", "paged at {at}");
+}
