@@ -437,6 +437,45 @@ macro_rules! per_group_bookkeeping {
 }
 pub(crate) use per_group_bookkeeping;
 
+/// The bookkeeping the cluster-wide kinds (spread, share) share over their
+/// `parts` (partitions, each with `groups` and a `population`) and
+/// `pop_window`: the population window, and what `unless` and `progress`
+/// do to a group.
+macro_rules! partitioned_bookkeeping {
+    () => {
+        fn population_window(&self) -> Option<i64> {
+            Some(self.pop_window)
+        }
+
+        fn idle(&self) -> bool {
+            self.parts.iter().all(|(_, p)| p.groups.len() == 0)
+        }
+
+        fn holds(&self, group: &str) -> bool {
+            self.parts
+                .iter()
+                .any(|(_, p)| p.groups.peek(group).is_some())
+        }
+
+        fn leave(&mut self, group: &str) {
+            for name in self.parts.sorted_keys() {
+                if let Some(p) = self.parts.peek_mut(&name) {
+                    p.population.remove(group);
+                }
+            }
+        }
+
+        /// The group's matches leave its partition: it counts again only
+        /// when it matches again (a pod that became ready).
+        fn progress(&mut self, hit: &Hit<'_>) {
+            if let Some(p) = self.parts.peek_mut(hit.partition) {
+                p.groups.remove(hit.group);
+            }
+        }
+    };
+}
+pub(crate) use partitioned_bookkeeping;
+
 impl<T: GroupState> Groups<T> {
     /// The evidence of one group: its episode's count, first and last
     /// match and samples; empty for a group not tracked.

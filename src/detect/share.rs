@@ -115,27 +115,7 @@ impl Detector for Share {
         self.part(partition).population.seen(group, time);
     }
 
-    fn population_window(&self) -> Option<i64> {
-        Some(self.pop_window)
-    }
-
-    fn idle(&self) -> bool {
-        self.parts.iter().all(|(_, p)| p.groups.len() == 0)
-    }
-
-    fn holds(&self, group: &str) -> bool {
-        self.parts
-            .iter()
-            .any(|(_, p)| p.groups.peek(group).is_some())
-    }
-
-    fn leave(&mut self, group: &str) {
-        for name in self.parts.sorted_keys() {
-            if let Some(p) = self.parts.peek_mut(&name) {
-                p.population.remove(group);
-            }
-        }
-    }
+    super::partitioned_bookkeeping!();
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         // Alert keys of partitions evicted since the last evaluation.
@@ -237,14 +217,6 @@ impl Detector for Share {
                     p.active_key = None;
                 }
             }
-        }
-    }
-
-    /// The group's failures leave its partition's window (its alert, if
-    /// it is the top group, clears at the next evaluation).
-    fn progress(&mut self, hit: &Hit<'_>) {
-        if let Some(p) = self.parts.peek_mut(hit.partition) {
-            p.groups.remove(hit.group);
         }
     }
 

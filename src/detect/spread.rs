@@ -125,27 +125,7 @@ impl Detector for Spread {
         self.part(partition, time).population.seen(group, time);
     }
 
-    fn population_window(&self) -> Option<i64> {
-        Some(self.pop_window)
-    }
-
-    fn idle(&self) -> bool {
-        self.parts.iter().all(|(_, p)| p.groups.len() == 0)
-    }
-
-    fn holds(&self, group: &str) -> bool {
-        self.parts
-            .iter()
-            .any(|(_, p)| p.groups.peek(group).is_some())
-    }
-
-    fn leave(&mut self, group: &str) {
-        for name in self.parts.sorted_keys() {
-            if let Some(p) = self.parts.peek_mut(&name) {
-                p.population.remove(group);
-            }
-        }
-    }
+    super::partitioned_bookkeeping!();
 
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>) {
         for name in self.parts.sorted_keys() {
@@ -209,14 +189,6 @@ impl Detector for Spread {
 
     fn reset(&mut self, key: &str) {
         self.parts.remove(key);
-    }
-
-    /// The group's matches leave its partition: it counts again only when
-    /// it matches again (a pod that became ready).
-    fn progress(&mut self, hit: &Hit<'_>) {
-        if let Some(p) = self.parts.peek_mut(hit.partition) {
-            p.groups.remove(hit.group);
-        }
     }
 
     fn due(&self, _key: &str) -> Option<i64> {
