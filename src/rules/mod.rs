@@ -350,7 +350,7 @@ pub struct Progress {
 
 impl Rule {
     /// Every `unless` entry of the rule, its own then its progress's, in
-    /// the order a [`crate::detect::Step::Unless`] index counts them.
+    /// the order the engine numbers them (a `Step::Unless` index).
     pub fn recents(&self) -> impl Iterator<Item = &Recent> {
         self.unless
             .iter()
