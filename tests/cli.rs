@@ -255,7 +255,8 @@ async fn webhook_4xx_is_not_retried_and_the_run_still_ends() {
 #[test]
 fn replay_merges_per_pod_files_by_event_time() {
     // Split the outage into one file per pod (as /var/log/pods has it, in
-    // CRI format): the result must equal the single-stream replay.
+    // CRI format, its path naming namespace, pod and container): the
+    // result must equal the single-stream replay.
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(fixture("livekit-redis-outage.log")).unwrap();
     let mut files: std::collections::BTreeMap<String, String> = Default::default();
@@ -271,7 +272,13 @@ fn replay_merges_per_pod_files_by_event_time() {
     let mut paths: Vec<(usize, String)> = files
         .iter()
         .map(|(pod, body)| {
-            let p = dir.path().join(format!("{pod}.log"));
+            let d = dir
+                .path()
+                .join("pods")
+                .join(format!("livekit_{pod}_5e7b1fd3-6c1d-4f55"))
+                .join("livekit-server");
+            std::fs::create_dir_all(&d).unwrap();
+            let p = d.join("0.log");
             std::fs::write(&p, body).unwrap();
             (body.len(), p.display().to_string())
         })

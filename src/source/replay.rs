@@ -78,17 +78,18 @@ impl Input {
 }
 
 /// The source of a replayed file (`-`: stdin): named by its path, with
-/// its file name as the `file` label, the last-resort identity of its
-/// lines' node, and its modification time. Standard input redirected from
+/// the pod, container and namespace a kubelet log path names (as `run
+/// --file` reads them), its file name as the `file` label, the last-resort
+/// identity of its lines' node, and its modification time. Standard input redirected from
 /// a file has that file's; a pipe has none, and the time replay starts
 /// stands in for it (the lines are being written now).
 pub fn source_for(f: &str) -> Source {
     let mut source = Source::named(if f == "-" { "stdin" } else { f });
     source.kind = super::SourceKind::Numbered;
     if f != "-" {
-        let base = std::path::Path::new(f)
-            .file_name()
-            .map(|b| b.to_string_lossy().into_owned());
+        let path = std::path::Path::new(f);
+        source.labels = super::file::labels_from_path(path);
+        let base = path.file_name().map(|b| b.to_string_lossy().into_owned());
         source
             .labels
             .push(("file".to_string(), base.unwrap_or_else(|| f.to_string())));
