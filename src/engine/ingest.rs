@@ -219,21 +219,32 @@ impl Engine {
         }
     }
 
-    /// Whether every candidate condition of the line is only a `progress`
-    /// of rules that hold nothing for the line's group (read by the cheap
-    /// key path): then the line changes nothing and is not decoded.
-    /// LiveKit logs `participant closing` all day; it matters only for a
-    /// node that is draining.
-    fn only_idle_progress(&mut self, p: &Prepared<'_>) -> bool {
+    /// A line whose every candidate condition is a rule's `progress` needs
+    /// no decoding: progress asks only whose line it is and when. The
+    /// rules to tell, with the line's group (read by the cheap key path);
+    /// empty when none holds anything for it (LiveKit logs `participant
+    /// closing` all day, it matters only for a node that is draining).
+    /// None when the line must be decoded: another kind of condition, a
+    /// progress condition that checks more than its literals, a rule with
+    /// partitions, or a group the cheap path cannot read.
+    fn progress_only(&mut self, p: &Prepared<'_>) -> Option<Vec<(usize, String)>> {
+        let mut to_tell = Vec::new();
         for c in 0..self.scratch.candidates.len() {
             let cid = self.scratch.candidates[c];
             if self.cond_users[cid].is_empty() {
-                return false;
+                return None;
             }
+            let cond = &self.rules.conditions[cid];
+            let literals_only = cond.all.is_empty()
+                && cond.none.is_empty()
+                && cond.regexes.is_empty()
+                && cond.not_regexes.is_empty()
+                && cond.fields.is_empty()
+                && cond.labels.is_empty();
             for u in 0..self.cond_users[cid].len() {
                 let (ri, role) = self.cond_users[cid][u];
                 if role != Role::Progress {
-                    return false;
+                    return None;
                 }
                 if self.detectors[ri].idle() {
                     continue;
@@ -246,13 +257,17 @@ impl Engine {
                         break;
                     }
                 }
-                match group {
-                    Some(g) if !self.detectors[ri].holds(&g) => {}
-                    _ => return false,
+                let g = group?;
+                if !self.detectors[ri].holds(&g) {
+                    continue;
                 }
+                if !literals_only || self.partition_keys[ri].is_some() {
+                    return None;
+                }
+                to_tell.push((ri, g));
             }
         }
-        true
+        Some(to_tell)
     }
 
     /// The rules' conditions: a candidate line (by the matcher's scan, or
@@ -266,9 +281,26 @@ impl Engine {
             Some(false) => false,
             _ => self.matcher.scan(&p.text, &mut self.scratch),
         };
-        if candidate && self.only_idle_progress(p) {
-            // Progress lines of rules holding no state: nothing to decode.
+        let progress = if candidate {
+            self.progress_only(p)
+        } else {
+            None
+        };
+        if let Some(to_tell) = progress {
             self.stats.candidates += 1;
+            for (ri, group) in to_tell {
+                let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
+                self.act(
+                    ri,
+                    Step::Progress,
+                    &group,
+                    CLUSTER,
+                    now,
+                    (t, &p.text),
+                    None,
+                    out,
+                );
+            }
         } else if candidate {
             self.stats.candidates += 1;
             let mut event = self.decoder.event(p);
@@ -379,14 +411,14 @@ impl Engine {
         let Some((group, partition)) = self.group_of(ri, role, event) else {
             return;
         };
-        let is_population = self.rules.rules[ri].detect.needs_population();
         let now = self
             .watermark
             .max(event.time.min(self.max_time.unwrap_or(event.time)));
-        let timer_key = if is_population { WHOLE_RULE } else { &group };
-        self.catch_up(ri, timer_key, now, out);
         let step = match role {
             Role::ResolveOn => {
+                let is_population = self.rules.rules[ri].detect.needs_population();
+                let timer_key = if is_population { WHOLE_RULE } else { &group };
+                self.catch_up(ri, timer_key, now, out);
                 let key = if is_population { &partition } else { &group };
                 self.detectors[ri].reset(key);
                 let rule = &self.rules.rules[ri];
@@ -400,6 +432,29 @@ impl Engine {
             Role::Then => Step::Then,
             Role::Primary => Step::Primary,
         };
+        let line = (event.time, event.text.as_str());
+        self.act(ri, step, &group, &partition, now, line, Some(event), out);
+    }
+
+    /// A line of rule `ri` in its step, for its group and partition at
+    /// `now`: time passes first, then the detector hears it, then the
+    /// group (or the rule) is evaluated. `event`: the decoded line, for
+    /// the hit log (None for a progress line routed without decoding).
+    #[allow(clippy::too_many_arguments)]
+    fn act(
+        &mut self,
+        ri: usize,
+        step: Step,
+        group: &str,
+        partition: &str,
+        now: i64,
+        (time, text): (i64, &str),
+        event: Option<&decode::Event>,
+        out: &mut Vec<Notification>,
+    ) {
+        let is_population = self.rules.rules[ri].detect.needs_population();
+        let timer_key = if is_population { WHOLE_RULE } else { group };
+        self.catch_up(ri, timer_key, now, out);
         let matched = matches!(step, Step::Primary | Step::Then);
         if matched {
             self.stats.hits += 1;
@@ -409,11 +464,11 @@ impl Engine {
             self.rule_hits[ri] += 1;
         }
         let hit = Hit {
-            group: &group,
-            partition: &partition,
-            time: event.time,
+            group,
+            partition,
+            time,
             step,
-            sample: &event.text,
+            sample: text,
             origin: if matched { self.here.origin() } else { None },
         };
         let evicted = self.detectors[ri].evicted();
@@ -424,18 +479,18 @@ impl Engine {
             return;
         }
         if matched {
-            if self.hit_log.is_some() {
+            if let (Some(event), true) = (event, self.hit_log.is_some()) {
                 let pod = resolve_key(&self.rules.keys, "pod", &|k: &str| event.get(k));
-                self.log_hit(ri, &group, pod, event.time, &event.text);
+                self.log_hit(ri, group, pod, time, text);
             }
             // Shards count only the matches their detector counted.
             if self.is_cluster(ri) && self.detectors[ri].discounted() == discounted {
                 let id = &self.rules.rules[ri].id;
-                self.exports.hit(id, &partition, &group);
+                self.exports.hit(id, partition, group);
             }
         }
         if !is_population {
-            self.evaluate_hit(ri, &group, now, out);
+            self.evaluate_hit(ri, group, now, out);
         } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
             self.evaluate(ri, now, out);
         }
