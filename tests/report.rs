@@ -320,7 +320,7 @@ fn a_black_hole_stands_out_against_every_healthy_peer() {
             "no lane for {node}: {lanes:?}"
         );
     }
-    assert_eq!(lanes.len(), 5, "cluster + 4 nodes: {lanes:?}");
+    assert_eq!(lanes.len(), 4, "4 nodes, no empty cluster lane: {lanes:?}");
     assert!(
         count_class_prefix(&dom, "rect", "seen") > 30,
         "peers drawn alive"
@@ -356,6 +356,264 @@ fn the_chart_is_as_wide_as_the_window() {
     let wide = width(&dump_dom_at(&url, 1800));
     assert!(narrow > 800.0 && narrow < 1000.0, "{narrow}");
     assert!(wide > 1600.0 && wide < 1800.0, "{wide}");
+}
+
+/// What the page's script drew, measured in the browser: `report` with a
+/// script appended after the report's own (which draws as it runs), in a
+/// window `width` pixels wide. The script leaves a JSON text in
+/// `<pre id="probe">`: the svg's width, the chart's scroll and client
+/// widths, the boxes (x, y, width, height) of the incident ids, of the
+/// incident outlines and of every mark and text of the lanes, the widths
+/// of the incident cards' lines, and the colours (as [r, g, b]) of the
+/// severities and of each rule's hit marks and legend key.
+fn probe(report: &std::path::Path, width: u32) -> serde_json::Value {
+    const SCRIPT: &str = r##"<script>(function () {
+  function rgb(c) {
+    var e = document.createElement("i");
+    e.style.color = c;
+    document.body.appendChild(e);
+    var v = getComputedStyle(e).color.match(/[\d.]+/g).slice(0, 3).map(Number);
+    e.remove();
+    return v;
+  }
+  function box(e) { var b = e.getBBox(); return [b.x, b.y, b.width, b.height]; }
+  function all(sel) { return [].slice.call(document.querySelectorAll(sel)); }
+  var svg = document.getElementById("timeline"), chart = document.getElementById("chart");
+  var root = getComputedStyle(document.documentElement), fills = {}, keys = {}, keyWidth = {};
+  all("#timeline rect.hit").forEach(function (r) { fills[r.getAttribute("data-rule")] = rgb(r.getAttribute("fill")); });
+  all("#legend span").forEach(function (s) {
+    var i = s.querySelector("i");
+    if (i) keyWidth[s.textContent] = i.getBoundingClientRect().width;
+    if (i && s.textContent in fills) keys[s.textContent] = rgb(getComputedStyle(i).backgroundColor);
+  });
+  var out = {
+    svg_width: +svg.getAttribute("width"),
+    chart: [chart.scrollWidth, chart.clientWidth],
+    ids: all("#timeline text.incident-label").map(function (t) { return { id: t.textContent, box: box(t) }; }),
+    outlines: all("#timeline rect.incident, #timeline rect.incident-part").map(box),
+    marks: all("#timeline .lane rect.hit, #timeline .lane rect.seen, #timeline .lane rect.alert, #timeline .lane text").map(box),
+    cards: all(".incident-card .meta").map(function (m) { return [m.scrollWidth, m.clientWidth]; }),
+    severities: ["critical", "warning", "info"].map(function (s) { return rgb(root.getPropertyValue("--" + s)); }),
+    fills: fills,
+    keys: keys,
+    key_width: keyWidth
+  };
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();</script>"##;
+    let html = std::fs::read_to_string(report).unwrap();
+    let at = html.rfind("</body>").unwrap();
+    let probed = report.with_extension("probe.html");
+    std::fs::write(&probed, format!("{}{SCRIPT}{}", &html[..at], &html[at..])).unwrap();
+    let dom = dump_dom_at(&format!("file://{}", probed.display()), width);
+    let start = dom.find("<pre id=\"probe\">").expect("the probe ran") + 16;
+    let text = &dom[start..start + dom[start..].find("</pre>").unwrap()];
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A box of [`probe`] as (x0, y0, x1, y1).
+fn rect(b: &serde_json::Value) -> (f64, f64, f64, f64) {
+    let v: Vec<f64> = b
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_f64().unwrap())
+        .collect();
+    (v[0], v[1], v[0] + v[2], v[1] + v[3])
+}
+
+/// Whether two boxes share some area.
+fn overlap(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+#[test]
+fn no_lane_is_drawn_empty_and_the_black_hole_report_has_no_cluster_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, cluster) in [
+        ("egress-black-hole", false),
+        ("livekit-redis-outage", true),
+        ("k8s-liveness-cascade", true),
+    ] {
+        let report = report_of(name, dir.path());
+        let dom = dump_dom(&format!("file://{}", report.display()), 2000);
+        let lanes = attrs(&dom, "g", "lane", "data-lane");
+        assert!(!lanes.is_empty(), "{name}: no lane");
+        // Every lane drawn carries a mark: a hit, a sighting or an alert.
+        for piece in dom.split("<g class=\"lane\"").skip(1) {
+            let lane = &piece[..piece.find("</g>").unwrap()];
+            let marks = ["class=\"hit\"", "class=\"seen\"", "class=\"alert "]
+                .iter()
+                .map(|m| lane.matches(m).count())
+                .sum::<usize>();
+            assert!(marks > 0, "{name}: an empty lane: <g class=\"lane\"{lane}");
+        }
+        // The cluster lane only when a cluster-wide alert is on it (the
+        // black hole's share alert names its node, so it has none).
+        assert_eq!(
+            lanes.iter().any(|l| l == "cluster"),
+            cluster,
+            "{name}: {lanes:?}"
+        );
+    }
+}
+
+/// An sRGB colour in CIELAB (D65).
+fn lab(c: &serde_json::Value) -> [f64; 3] {
+    let lin = |v: f64| {
+        let v = v / 255.0;
+        if v <= 0.04045 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let v: Vec<f64> = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| lin(n.as_f64().unwrap()))
+        .collect();
+    let (r, g, b) = (v[0], v[1], v[2]);
+    let x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
+    let y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    let z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+    let f = |t: f64| {
+        if t > 0.008856 {
+            t.cbrt()
+        } else {
+            7.787 * t + 16.0 / 116.0
+        }
+    };
+    [
+        116.0 * f(y) - 16.0,
+        500.0 * (f(x) - f(y)),
+        200.0 * (f(y) - f(z)),
+    ]
+}
+
+/// The colour difference ΔE*ab (CIE76) of two colours of [`probe`].
+fn delta_e(a: &serde_json::Value, b: &serde_json::Value) -> f64 {
+    let (a, b) = (lab(a), lab(b));
+    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt()
+}
+
+/// The hue angle (degrees, CIELAB) of a colour, when it has one.
+fn hue(c: &serde_json::Value) -> Option<f64> {
+    let l = lab(c);
+    (l[1].hypot(l[2]) > 12.0).then(|| l[2].atan2(l[1]).to_degrees().rem_euclid(360.0))
+}
+
+#[test]
+fn rule_colours_stand_apart_from_the_severity_colours_and_from_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    // Rules 0 and 5 of the pack (drain_failed, disk_full) were drawn in the
+    // blue of info and the orange of warning; the routine upgrade has hits
+    // of five rules.
+    for name in [
+        "livekit-redis-outage",
+        "egress-black-hole",
+        "routine-livekit-upgrade",
+    ] {
+        let report = report_of(name, dir.path());
+        let p = probe(&report, 1280);
+        let severities = p["severities"].as_array().unwrap();
+        let fills = p["fills"].as_object().unwrap();
+        assert!(fills.len() >= 2, "{name}: {fills:?}");
+        for (rule, c) in fills {
+            for (s, sev) in severities.iter().zip(["critical", "warning", "info"]) {
+                let d = delta_e(c, s);
+                assert!(d >= 30.0, "{name}: {rule} {c} is {d:.1} ΔE from {sev} {s}");
+                if let (Some(a), Some(b)) = (hue(c), hue(s)) {
+                    let gap = (a - b).abs().min(360.0 - (a - b).abs());
+                    assert!(gap >= 25.0, "{name}: {rule} {c} has the hue of {sev} {s}");
+                }
+            }
+            for (other, o) in fills {
+                if other != rule {
+                    let d = delta_e(c, o);
+                    assert!(d >= 15.0, "{name}: {rule} {c} and {other} {o}: {d:.1} ΔE");
+                }
+            }
+            // The legend shows the colour the marks have.
+            assert_eq!(&p["keys"][rule], c, "{name}: legend key of {rule}");
+        }
+        // Rule keys and severity keys differ in shape too: marks and bars.
+        let widths = p["key_width"].as_object().unwrap();
+        let critical = widths["critical alert"].as_f64().unwrap();
+        for rule in fills.keys() {
+            let w = widths[rule].as_f64().unwrap();
+            assert!(
+                critical >= 2.0 * w,
+                "{name}: keys of {rule} {w} px, critical {critical} px"
+            );
+        }
+    }
+}
+
+#[test]
+fn incident_ids_are_whole_and_clear_of_outlines_and_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "livekit-redis-outage",
+        "egress-black-hole",
+        "grpc-slow-auth",
+        "k8s-liveness-cascade",
+    ] {
+        let report = report_of(name, dir.path());
+        for width in [800, 1280, 1800] {
+            let p = probe(&report, width);
+            let at = format!("{name} at {width} px");
+            let svg = p["svg_width"].as_f64().unwrap();
+            let ids = p["ids"].as_array().unwrap();
+            assert_eq!(ids.len(), 1, "{at}: {ids:?}");
+            // Nothing of the chart is hidden past its right edge.
+            let (scroll, client) = (
+                p["chart"][0].as_f64().unwrap(),
+                p["chart"][1].as_f64().unwrap(),
+            );
+            assert!(
+                scroll <= client,
+                "{at}: the chart scrolls {scroll} > {client}"
+            );
+            for card in p["cards"].as_array().unwrap() {
+                assert!(
+                    card[0].as_f64() <= card[1].as_f64(),
+                    "{at}: a card clipped: {card}"
+                );
+            }
+            for id in ids {
+                let b = rect(&id["box"]);
+                assert!(id["id"].as_str().unwrap().starts_with("inc-"), "{at}: {id}");
+                assert!(
+                    b.0 >= 0.0 && b.2 <= svg - 2.0,
+                    "{at}: {id} past the edge of the {svg} px chart"
+                );
+                // No edge of an outline (1.5 px strokes) runs through it.
+                for o in p["outlines"].as_array().unwrap() {
+                    let (x0, y0, x1, y1) = rect(o);
+                    for edge in [
+                        (x0 - 0.75, y0, x0 + 0.75, y1),
+                        (x1 - 0.75, y0, x1 + 0.75, y1),
+                        (x0, y0 - 0.75, x1, y0 + 0.75),
+                        (x0, y1 - 0.75, x1, y1 + 0.75),
+                    ] {
+                        assert!(!overlap(b, edge), "{at}: {id} crosses an outline {o}");
+                    }
+                }
+                // Nor lies on a mark, a bar or a text of a lane.
+                for m in p["marks"].as_array().unwrap() {
+                    assert!(!overlap(b, rect(m)), "{at}: {id} covers {m}");
+                }
+            }
+        }
+    }
 }
 
 /// A plain HTTP GET on 127.0.0.1: (status, body).

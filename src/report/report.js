@@ -7,9 +7,15 @@
   "use strict";
   var D = JSON.parse(document.getElementById("data").textContent);
   var NS = "http://www.w3.org/2000/svg";
-  var PALETTE = ["#3e9bff", "#a970ff", "#2dd4bf", "#f472b6", "#facc15", "#fb923c",
-    "#60a5fa", "#34d399", "#c084fc", "#f87171", "#a3e635", "#22d3ee"];
-  var LABEL = 230, TOP = 38, VOLUME = 40;
+  // Rule colours: none within 30° of the hue (CIELAB) of a severity colour
+  // of the alert bars (red, orange, blue: --critical, --warning, --info),
+  // each at least 25 ΔE2000 from those and at least 12 from every other,
+  // bright on the dark panel, most distinct first. The rules with hits
+  // take them in rule order: the same colours on every render, and no two
+  // rules share one until more than ten have hits.
+  var PALETTE = ["#4ade80", "#e879f9", "#99f6e4", "#8b5cf6", "#bef264", "#fbcfe8",
+    "#0d9488", "#16a34a", "#d8b4fe", "#c026d3"];
+  var LABEL = 230, TOP = 38, VOLUME = 40, INC_ROW = 15;
   var HIT = 9, SEEN = 5, BAR = 14, PAD = 6, CHAR = 6.1, MIN_LANE = 32;
   var STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
     21600, 43200, 86400, 172800, 604800].map(function (s) { return s * 1000; });
@@ -64,10 +70,17 @@
   D.seen.forEach(function (s) { laneSeen[s[0]] = true; });
   Object.keys(laneRules).forEach(function (l) { laneRules[l].sort(function (a, b) { return a - b; }); });
 
+  // The colour of each rule with hits (see PALETTE).
+  var colour = {};
+  Object.keys(ruleHits).map(Number).sort(function (a, b) { return a - b; })
+    .forEach(function (r, k) { colour[r] = PALETTE[k % PALETTE.length]; });
+
   var lanes = D.lanes.filter(function (name, i) {
-    // The cluster lane always shows; other lanes with something on them:
-    // a hit, an alert, or a sighting as a peer of a population rule.
-    return i === 0 || laneHits[i] || laneSeen[i] || D.alerts.some(function (a) { return a.lane === i; });
+    // Lanes with something on them: a hit, an alert, or a sighting as a
+    // peer of a population rule. The cluster lane too: it is drawn (first)
+    // only when a cluster-wide alert is on it, not empty when every alert
+    // names a node (a share rule's black hole).
+    return laneHits[i] || laneSeen[i] || D.alerts.some(function (a) { return a.lane === i; });
   });
 
   // Lanes of one incident next to each other (so its outline covers only
@@ -89,17 +102,56 @@
 
   function barText(a) { return D.rules[a.rule].id + " · " + a.severity; }
 
+  // The width of an incident's id as drawn (its label's font).
+  var measure = document.createElement("canvas").getContext("2d");
+  function idWidth(id) {
+    if (!measure) return id.length * 7.5;
+    measure.font = "600 11px " + getComputedStyle(document.documentElement).fontFamily;
+    return Math.ceil(measure.measureText(id).width) + 2;
+  }
+
   function draw() {
     WIDTH = Math.max(720, chart.clientWidth || 0);
     PLOT = WIDTH - LABEL - 20;
     chart.textContent = "";
 
-    // Each lane: one thin row per rule with hits there, a row of sightings
-    // if it is a peer of a population rule, then its alert bars, packed
-    // into as few rows as do not overlap, their labels included.
+    // Each incident's id goes in a row of its own at the top of its first
+    // lane, inside its outline when it fits, else beside it, never over a
+    // mark nor past the chart's edge: the rows are packed like the bars.
+    var order = {}, labels = {};
+    lanes.forEach(function (name, k) { order[D.lanes.indexOf(name)] = k; });
+    D.incidents.forEach(function (inc, n) {
+      var ls = inc.alerts.map(function (a) { return D.alerts[a].lane; });
+      inc.nodes.forEach(function (name) { ls.push(D.lanes.indexOf(name)); });
+      ls = ls.filter(function (l) { return l in order; })
+        .sort(function (a, b) { return order[a] - order[b]; });
+      if (!ls.length) return;
+      var x0 = x(inc.start), x1 = x(inc.end === null ? D.duration : inc.end), w = idWidth(inc.id), lx;
+      if (x1 - x0 >= w + 8) lx = x0 + 4;
+      else if (x1 + 7 + w <= WIDTH - 4) lx = x1 + 7;
+      else lx = Math.max(LABEL + 2, x0 - 7 - w);
+      (labels[ls[0]] = labels[ls[0]] || []).push({ incident: n, x: lx, end: lx + w });
+    });
+    var incRow = {};
+    Object.keys(labels).forEach(function (li) {
+      var ends = [];
+      labels[li].sort(function (a, b) { return a.x - b.x; }).forEach(function (l) {
+        var s = 0;
+        while (s < ends.length && ends[s] > l.x) s++;
+        ends[s] = l.end + 6;
+        l.row = s;
+        incRow[l.incident] = { lane: +li, row: s, x: l.x };
+      });
+      labels[li].rows = ends.length;
+    });
+
+    // Then one thin row per rule with hits there, a row of sightings if it
+    // is a peer of a population rule, then its alert bars, packed into as
+    // few rows as do not overlap, their labels included.
     var layout = {};
     lanes.forEach(function (name) {
       var li = D.lanes.indexOf(name);
+      var head = labels[li] ? labels[li].rows * INC_ROW : 0;
       var rules = laneRules[li] || [];
       var ends = [], slot = {}, inside = {};
       D.alerts.map(function (a, i) { return i; })
@@ -114,9 +166,9 @@
           ends[s] = end + 2;
           slot[i] = s;
         });
-      var body = PAD * 2 + rules.length * HIT + (laneSeen[li] ? SEEN + 2 : 0) + ends.length * BAR + 2;
+      var body = PAD * 2 + head + rules.length * HIT + (laneSeen[li] ? SEEN + 2 : 0) + ends.length * BAR + 2;
       var labelRows = D.pods[li] ? 3 : 2;
-      layout[li] = { rules: rules, slot: slot, inside: inside,
+      layout[li] = { rules: rules, slot: slot, inside: inside, head: head,
         height: Math.max(MIN_LANE + 12 * (labelRows - 2), body) };
     });
     var top = {}, y = TOP + VOLUME;
@@ -201,10 +253,10 @@
       });
       laneG[li] = g;
     });
-    function hitY(li, rule) { return top[li] + PAD + layout[li].rules.indexOf(rule) * HIT; }
-    function seenY(li) { return top[li] + PAD + layout[li].rules.length * HIT; }
+    function hitY(li, rule) { return top[li] + PAD + layout[li].head + layout[li].rules.indexOf(rule) * HIT; }
+    function seenY(li) { return top[li] + PAD + layout[li].head + layout[li].rules.length * HIT; }
     function barY(li, i) {
-      return top[li] + PAD + layout[li].rules.length * HIT + (laneSeen[li] ? SEEN + 2 : 0) + 2 +
+      return top[li] + PAD + layout[li].head + layout[li].rules.length * HIT + (laneSeen[li] ? SEEN + 2 : 0) + 2 +
         layout[li].slot[i] * BAR;
     }
 
@@ -212,9 +264,10 @@
     // start to end.
     var incG = el("g", { "class": "incidents" }, svg);
     svg.insertBefore(incG, lanesG.nextSibling);
-    D.incidents.forEach(function (inc) {
+    D.incidents.forEach(function (inc, n) {
       var ls = inc.alerts.map(function (a) { return D.alerts[a].lane; });
-      inc.nodes.forEach(function (n) { var i = D.lanes.indexOf(n); if (i in top) ls.push(i); });
+      inc.nodes.forEach(function (name) { ls.push(D.lanes.indexOf(name)); });
+      ls = ls.filter(function (l) { return l in top; });
       if (!ls.length) return;
       // One outline per run of adjacent lanes; the first carries the id.
       ls = ls.filter(function (l, i) { return ls.indexOf(l) === i; })
@@ -231,8 +284,11 @@
           x: x0 - 3, y: run[0] + 1, width: Math.max(6, x1 - x0 + 6), height: run[1] - run[0] - 2, rx: 4 }, incG);
         title(r, inc.id + ": " + inc.story);
       });
-      var lbl = el("text", { "class": "incident-label", x: x1 + 3, y: runs[0][0] + 11, "text-anchor": "end" }, incG);
+      var at = incRow[n];
+      var lbl = el("text", { "class": "incident-label", "data-incident": inc.id, x: at.x,
+        y: top[at.lane] + 13 + at.row * INC_ROW }, incG);
       lbl.textContent = inc.id;
+      title(lbl, inc.id + ": " + inc.story);
     });
 
     // Hits: one mark per bucket, opacity by density (log scale).
@@ -242,7 +298,7 @@
       if (!(t[0] in top)) return;
       var rule = D.rules[t[1]];
       var m = el("rect", { "class": "hit", "data-rule": rule.id, x: x(t[2] * D.bucket), y: hitY(t[0], t[1]),
-        width: bw, height: HIT - 2, fill: PALETTE[t[1] % PALETTE.length],
+        width: bw, height: HIT - 2, fill: colour[t[1]],
         opacity: (0.3 + 0.7 * Math.log(t[3] + 1) / Math.log(max + 1)).toFixed(3) }, laneG[t[0]]);
       title(m, rule.id + " · " + plural(t[3], "hit", "hits") + " · " + when(t[2] * D.bucket));
       m.addEventListener("click", function () { showHits(t); });
@@ -280,14 +336,15 @@
     });
   }
 
-  // Legend: rule colours, sightings and severities.
+  // Legend: rule colours (thin marks, as the hits), sightings, then the
+  // severities (bars, as the alerts: told apart by shape as well as hue).
   var legend = document.getElementById("legend");
-  var used = {};
-  D.hits.forEach(function (t) { used[t[1]] = true; });
+  if (Object.keys(colour).length) h("span", "legend-head", "hits:", legend);
   D.rules.forEach(function (r, i) {
-    if (!used[i]) return;
-    var s = h("span", "", undefined, legend);
-    h("i", "", undefined, s).style.background = PALETTE[i % PALETTE.length];
+    if (!(i in colour)) return;
+    var s = h("span", "rule-entry", undefined, legend);
+    s.setAttribute("data-rule", r.id);
+    h("i", "rule-key", undefined, s).style.background = colour[i];
     s.appendChild(document.createTextNode(r.id));
   });
   if (D.seen.length) {
@@ -295,9 +352,11 @@
     h("i", "seen-key", undefined, s);
     s.appendChild(document.createTextNode("alive (population of a spread or share rule)"));
   }
+  h("span", "legend-head", "alerts:", legend);
   ["critical", "warning", "info"].forEach(function (sev) {
-    var s = h("span", "", undefined, legend);
-    h("i", "", undefined, s).style.background = "var(--" + sev + ")";
+    var s = h("span", "sev-entry", undefined, legend);
+    s.setAttribute("data-severity", sev);
+    h("i", "sev-key sev-" + sev, undefined, s);
     s.appendChild(document.createTextNode(sev + " alert"));
   });
 
@@ -320,10 +379,18 @@
     show(D.rules[a.rule].title + " (" + a.group + ", " + a.severity + ") · " + a.summary, a.samples);
   }
 
-  draw();
+  // Drawn as wide as the chart, then again if that width changed by the
+  // drawing (a tall chart brings the page's vertical scrollbar, which
+  // takes its width from the chart: the right edge, where open incidents
+  // end, would be scrolled out of sight).
+  function fit() {
+    draw();
+    if (Math.max(720, chart.clientWidth || 0) !== WIDTH) draw();
+  }
+  fit();
   var pending = null;
   window.addEventListener("resize", function () {
     if (pending) clearTimeout(pending);
-    pending = setTimeout(function () { pending = null; draw(); }, 100);
+    pending = setTimeout(function () { pending = null; fit(); }, 100);
   });
 })();
