@@ -93,6 +93,14 @@ pub struct Notification {
     pub starts_at: Stamp,
     /// When it resolved (resolved notifications only).
     pub ends_at: Option<Stamp>,
+    /// The event time at which it was made (ns; 0 when not made by the
+    /// engine): a resolution at the instant it became due, however late
+    /// the next line came; a resolution held for the flap window at the
+    /// window's end; an incident update when it was sent. Receivers get it
+    /// as `at` (RFC 3339): notifications go out in its order, in a replay
+    /// as in a live run.
+    #[serde(default, with = "made_at", skip_serializing_if = "made_at::unset")]
+    pub at: i64,
     /// Matches in this episode.
     pub count: u64,
     /// First match of the episode.
@@ -123,11 +131,22 @@ pub struct Notification {
     /// Where each sample was read (what the links are made from).
     #[serde(skip)]
     pub origins: Vec<Option<crate::detect::Origin>>,
-    /// The event time at which the engine made it (ns; 0 when not made by
-    /// the engine): a resolution at the instant it became due, however
-    /// late the next line came. Not sent to receivers.
-    #[serde(skip)]
-    pub at: i64,
+}
+
+/// `at` on the wire: RFC 3339 text, absent when unknown (0).
+mod made_at {
+    pub fn unset(at: &i64) -> bool {
+        *at == 0 || *at == i64::MAX
+    }
+
+    pub fn serialize<S: serde::Serializer>(at: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::clock::format_rfc3339(*at))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        Ok(crate::clock::Stamp::from(text.as_str()).ns().unwrap_or(0))
+    }
 }
 
 /// Links from an alert back to its lines.
@@ -472,7 +491,15 @@ impl Alerts {
             map.insert(
                 s.key.clone(),
                 Tracked {
-                    phase: Phase::Pending { since: s.since },
+                    // A ruler's `for` starts at the evaluation that first
+                    // found the condition true.
+                    phase: Phase::Pending {
+                        since: if rule.evaluate_every > 0 {
+                            now
+                        } else {
+                            s.since
+                        },
+                    },
                     inactive_since: None,
                     evidence: Evidence::default(),
                     adopted: None,
@@ -487,7 +514,14 @@ impl Alerts {
         t.adopted = None;
         let (starts_at, repeat) = match t.phase {
             Phase::Pending { since } => {
-                if s.support - since < s.hold.unwrap_or(rule.for_) {
+                // On the evidence, the latest supporting line; on the
+                // clock, this evaluation (the condition holds now).
+                let held_to = if rule.for_clock {
+                    now.max(s.support)
+                } else {
+                    s.support
+                };
+                if held_to - since < s.hold.unwrap_or(rule.for_) {
                     return;
                 }
                 (since, false)
@@ -496,7 +530,14 @@ impl Alerts {
                 starts_at,
                 notified_at,
             } => {
-                t.evidence = det.evidence(&s.key);
+                // While it fires, the evidence follows the condition but
+                // does not shrink to the groups still matching as it
+                // fades: the resolution tells what resolved (5 of 6
+                // nodes), not the last groups to go quiet.
+                let e = det.evidence(&s.key);
+                if e.groups.unwrap_or(0) >= t.evidence.groups.unwrap_or(0) {
+                    t.evidence = e;
+                }
                 if now - notified_at < rule.repeat_interval {
                     return;
                 }

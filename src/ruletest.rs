@@ -44,7 +44,7 @@ pub struct TestFile {
 }
 
 /// One test case.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
     /// What the case shows.
@@ -79,7 +79,7 @@ pub struct Case {
 }
 
 /// Input of a case: one line (maybe repeated), or a fixture file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
     /// A log line exactly as a source delivers it (any wrapper, any format).
@@ -887,5 +887,108 @@ expect:
                 .is_some_and(|e| e.contains("more than 7 days")),
             "{r:?}"
         );
+    }
+
+    #[test]
+    fn a_held_resolution_goes_out_before_a_later_firing_of_the_same_step() {
+        let rules = crate::rules::compile(&[(
+            "t.yaml".into(),
+            r#"rules:
+  - id: t.errors
+    title: Errors
+    severity: warning
+    match: {contains: ["boom"]}
+    group_by: node
+    detect: {count: {threshold: 3, window: 1m}}
+  - id: t.silent
+    title: Silent
+    severity: warning
+    match: {contains: ["heartbeat"]}
+    group_by: node
+    detect: {absent: {for: 20m}}
+"#
+            .into(),
+        )])
+        .unwrap();
+        // Errors for 10 s and one heartbeat, then nothing until +1h: the
+        // errors resolve a minute later, their resolution is held 5 minutes,
+        // and the absence fires 20 minutes after the heartbeat — all in the
+        // one step to `end`.
+        let c = case(
+            r#"
+name: resolution then absence
+flap_window: 5m
+input:
+  - at: +0s
+    line: '{"ts":{{ts}},"level":"info","msg":"heartbeat","nodeID":"ND_b"}'
+  - at: +1s
+    every: 3s
+    repeat: 4
+    line: '{"ts":{{ts}},"level":"error","msg":"boom {{n}}","nodeID":"ND_a"}'
+end: +1h
+"#,
+        );
+        let (seen, start, _) = execute(&c, &rules, Path::new(".")).unwrap();
+        let got: Vec<_> = seen
+            .iter()
+            .map(|s| {
+                (
+                    s.state.as_str(),
+                    s.rule.as_str(),
+                    (s.at - start) / 60_000_000_000,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("firing", "t.errors", 0),
+                ("resolved", "t.errors", 7),
+                ("firing", "t.silent", 20)
+            ]
+        );
+    }
+
+    #[test]
+    fn every_pack_case_notifies_in_the_order_of_the_instants_they_were_made() {
+        let pack = crate::rules::load_builtin().unwrap();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/tests");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        let mut cases = 0;
+        let mut out_of_order = Vec::new();
+        for f in &files {
+            let file = load(f).unwrap();
+            let own;
+            let rules = if file.rules.is_empty() {
+                &pack
+            } else {
+                let paths: Vec<PathBuf> = file.rules.iter().map(|r| dir.join(r)).collect();
+                own = crate::rules::load_paths(&paths).unwrap();
+                &own
+            };
+            for c in &file.tests {
+                // Flap holds on too: a held resolution goes out at its
+                // window's end, between what came before and after it.
+                for window in [c.flap_window.map(|d| d.ns()), Some(300_000_000_000)] {
+                    let mut c = c.clone();
+                    c.flap_window = window.map(Dur);
+                    let (seen, _, _) = execute(&c, rules, &dir).unwrap();
+                    cases += 1;
+                    if let Some(w) = seen.windows(2).find(|w| w[1].at < w[0].at) {
+                        out_of_order.push(format!(
+                            "{}: {} {} at {} before {} {} at {}",
+                            c.name, w[0].state, w[0].rule, w[0].at, w[1].state, w[1].rule, w[1].at
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(cases > 40, "{cases} cases");
+        assert!(out_of_order.is_empty(), "{out_of_order:#?}");
     }
 }

@@ -115,11 +115,12 @@ impl FlapHold {
             out.push(n);
             return;
         }
-        if let Some(r) = self.held.get(&n.fingerprint) {
-            if r.at.saturating_add(self.window) <= n.at {
-                // Its window passed before this: it goes first.
-                self.release(n.fingerprint.clone(), out);
-            }
+        // Every resolution whose window passed before this notification
+        // was made goes first, at its own instant: a block of input that
+        // makes a resolution and, minutes later, another alert's firing
+        // sends them in that order, as a live run would.
+        if n.at > 0 {
+            self.tick(n.at, out);
         }
         if let Some(first) = self.continued.get(&n.fingerprint) {
             n.starts_at = first.clone();
@@ -343,6 +344,35 @@ mod tests {
         );
         assert_eq!(out[2].starts_at, Stamp::at(12 * M));
         assert_eq!(h.flaps(), 0);
+    }
+
+    #[test]
+    fn another_alerts_later_firing_comes_after_a_resolution_due_before_it() {
+        let mut h = FlapHold::new(5 * M);
+        let mut out = Vec::new();
+        let mut a = note(AlertState::Firing, 0, 0);
+        a.fingerprint = "a".into();
+        h.observe(a.clone(), &mut out);
+        a.state = AlertState::Resolved;
+        a.at = 2 * M;
+        a.ends_at = Some(Stamp::at(2 * M));
+        h.observe(a, &mut out);
+        // One block of input made both: no tick between them.
+        let mut b = note(AlertState::Firing, 11 * M, 11 * M);
+        b.fingerprint = "b".into();
+        h.observe(b, &mut out);
+        let seen: Vec<_> = out
+            .iter()
+            .map(|n| (n.fingerprint.as_str(), n.state, n.at))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", AlertState::Firing, 0),
+                ("a", AlertState::Resolved, 7 * M),
+                ("b", AlertState::Firing, 11 * M)
+            ]
+        );
     }
 
     #[test]

@@ -258,7 +258,7 @@ impl Incidents {
                 .is_some_and(|r| now >= r.saturating_add(flap))
         }) {
             let end = self.open[i].resolving_since.unwrap_or(now);
-            self.close(i, end, out);
+            self.close(i, end, end.saturating_add(flap), out);
         }
         for inc in &mut self.open {
             if !inc.opened {
@@ -268,7 +268,7 @@ impl Incidents {
             if inc.dirty && now >= due {
                 inc.dirty = false;
                 inc.sent_at = due.max(inc.last_change);
-                out.push(inc.notification(IncidentEvent::Updated));
+                out.push(inc.notification_at(IncidentEvent::Updated, inc.sent_at));
             }
         }
     }
@@ -282,12 +282,13 @@ impl Incidents {
             .position(|inc| inc.resolving_since.is_some())
         {
             let end = self.open[i].resolving_since.unwrap_or_default();
-            self.close(i, end, out);
+            self.close(i, end, end.saturating_add(self.cfg.flap_window), out);
         }
         for inc in &mut self.open {
             if inc.dirty && inc.opened {
                 inc.dirty = false;
-                out.push(inc.notification(IncidentEvent::Updated));
+                let at = inc.last_change.max(inc.sent_at);
+                out.push(inc.notification_at(IncidentEvent::Updated, at));
             }
         }
     }
@@ -408,7 +409,7 @@ impl Incidents {
                     inc.opened = true;
                     inc.dirty = false;
                     inc.sent_at = t;
-                    out.push(inc.notification(IncidentEvent::Opened));
+                    out.push(inc.notification_at(IncidentEvent::Opened, t));
                     self.stats.opened += 1;
                 }
                 Some(id)
@@ -432,7 +433,7 @@ impl Incidents {
                     dirty: false,
                 };
                 if opened {
-                    out.push(inc.notification(IncidentEvent::Opened));
+                    out.push(inc.notification_at(IncidentEvent::Opened, t));
                     self.stats.opened += 1;
                 }
                 self.member_of.insert(n.fingerprint.clone(), id.clone());
@@ -471,7 +472,7 @@ impl Incidents {
         } else if self.cfg.flap_window > 0 {
             inc.resolving_since = Some(t);
         } else {
-            self.close(i, t, out);
+            self.close(i, t, t, out);
         }
         Some(id)
     }
@@ -491,7 +492,9 @@ impl Incidents {
             .map(|inc| inc.id.clone())
     }
 
-    fn close(&mut self, i: usize, t: i64, out: &mut Vec<Notification>) {
+    /// Closes open incident `i`, ended at `t`; its resolution is made at
+    /// `made` (the flap window's end when it was held).
+    fn close(&mut self, i: usize, t: i64, made: i64, out: &mut Vec<Notification>) {
         let mut inc = self.open.remove(i);
         inc.end = Some(t);
         inc.resolving_since = None;
@@ -499,7 +502,7 @@ impl Incidents {
         for m in &inc.members {
             self.member_of.remove(&m.fingerprint);
         }
-        out.push(inc.notification(IncidentEvent::Resolved));
+        out.push(inc.notification_at(IncidentEvent::Resolved, made));
         self.stats.resolved += 1;
         self.closed.push_back(inc);
         while self.closed.len() > self.cfg.max_closed {
@@ -523,7 +526,7 @@ impl Incidents {
             max_open = self.cfg.max_open,
             "Too many open incidents: the least recently changed one is closed early (its alerts still deliver)."
         );
-        self.close(i, t, out);
+        self.close(i, t, t, out);
     }
 }
 

@@ -206,6 +206,13 @@ impl Incident {
         }
     }
 
+    /// [`Incident::notification`] made at event time `at` (its `at`).
+    pub fn notification_at(&self, event: IncidentEvent, at: i64) -> Notification {
+        let mut n = self.notification(event);
+        n.at = at;
+        n
+    }
+
     /// The incident-level notification: rule `incident`, group the id, one
     /// fingerprint per incident (PagerDuty's dedup key, Slack's thread).
     pub fn notification(&self, event: IncidentEvent) -> Notification {
