@@ -949,3 +949,254 @@ fn any_expression_gets_a_rule_or_a_reason() {
     }
     assert!(answered > 300);
 }
+
+/// Bursts of errors followed by silence, among other nodes' traffic, at
+/// every one-minute step against the ruler's evaluation of
+/// `sum by (nodeID) (count_over_time({app="livekit"} | json |
+/// level="error" [5m])) > 5` with `for: 1m`: a burst whose count stays
+/// above 5 for minutes after its last line fires (the ruler holds `for` on
+/// its clock, not on the lines), one too short does not, and the alert
+/// resolves at the step the count falls; a count above 5 only between two
+/// evaluations is not seen, by either.
+#[test]
+fn an_imported_for_holds_on_the_clock_through_bursts_and_silence() {
+    let text = r#"
+groups:
+  - name: lk
+    rules:
+      - alert: NodeErrors
+        expr: sum by (nodeID) (count_over_time({app="livekit"} | json | level="error" [5m])) > 5
+        for: 1m
+"#;
+    let imp =
+        sigwatch::rules::logql::import_texts(&[("t.yaml".into(), text.into())], "x.yaml").unwrap();
+    let notes = imp.outcomes[0].result.clone().unwrap().join(" ");
+    assert!(notes.contains("evaluated every 1m"), "{notes}");
+    const S: i64 = 1_000_000_000;
+    let step = 60 * S;
+    let range = 300 * S;
+    let hold = 60 * S;
+    let nodes = ["ND_a1", "ND_b2", "ND_c3", "ND_d4"];
+    let (mut compared, mut fired_in_silence, mut unseen, mut firing_steps) = (0, 0, 0, 0);
+    let mut wrong = Vec::new();
+    for seed in 1..=12u64 {
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        // 40 minutes from 12:00:00 (plus a random offset within a minute).
+        let t0 = 1_751_371_200 * S + next(60) as i64 * S;
+        let mut lines: Vec<(i64, String, bool)> = Vec::new();
+        // Every node's ordinary traffic: an info line every 4-10 s.
+        for n in nodes {
+            let mut t = t0 + next(5000) as i64 * 1_000_000;
+            while t < t0 + 40 * step {
+                lines.push((t, n.to_string(), false));
+                t += (4000 + next(6000) as i64) * 1_000_000;
+            }
+        }
+        // Three to five bursts: 3-12 errors over 5-150 s on one node.
+        for _ in 0..3 + next(3) {
+            let node = nodes[next(4) as usize];
+            let start = t0 + (next(33 * 60) as i64) * S;
+            let k = 3 + next(10) as i64;
+            let spread = (5 + next(146) as i64) * S;
+            for i in 0..k {
+                lines.push((start + spread * i / k.max(1), node.to_string(), true));
+            }
+        }
+        lines.sort_by_key(|l| l.0);
+        let errors: Vec<(i64, &str)> = lines
+            .iter()
+            .filter(|l| l.2)
+            .map(|l| (l.0, l.1.as_str()))
+            .collect();
+        let count = |g: &str, t: i64| {
+            errors
+                .iter()
+                .filter(|(at, n)| *n == g && *at > t - range && *at <= t)
+                .count()
+        };
+        let mut e = sigwatch::Engine::new(
+            sigwatch::rules::compile(&[("imported.yaml".into(), imp.rules_yaml.clone())]).unwrap(),
+            sigwatch::Options::default(),
+        )
+        .unwrap();
+        e.set_default_labels(vec![("app".into(), "livekit".into())]);
+        let src = sigwatch::source::Source::named("burst.log");
+        let mut out = Vec::new();
+        for (t, node, err) in &lines {
+            let (level, msg) = if *err {
+                ("error", "could not update node")
+            } else {
+                ("info", "participant active")
+            };
+            let l = format!(
+                r#"{{"level":"{level}","ts":{}.{:03},"logger":"livekit","msg":"{msg}","nodeID":"{node}"}}"#,
+                t / S,
+                (t % S) / 1_000_000
+            );
+            e.push_line(&src, &l, None, &mut out);
+        }
+        e.finish(&mut out);
+        let last = lines.last().unwrap().0;
+        let mut episodes: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+        for n in out.iter().filter(|n| n.rule == "NodeErrors" && !n.repeat) {
+            let ep = episodes.entry(n.group.clone()).or_default();
+            match n.state {
+                sigwatch::alert::AlertState::Firing => ep.push((n.at, i64::MAX)),
+                _ => {
+                    if let Some(open) = ep.last_mut() {
+                        open.1 = n.at;
+                    }
+                }
+            }
+        }
+        let mut t = (t0 / step + 1) * step + hold;
+        while t <= last {
+            for g in nodes {
+                let want = (0..=hold / step).all(|k| count(g, t - k * step) > 5);
+                // True between steps only (the ruler does not see it):
+                // counted, to show such cases were compared.
+                let between = errors.iter().any(|(at, n)| {
+                    let u = at + range;
+                    *n == g && u > t - step && u < t && count(g, u - 1) > 5 && count(g, t) <= 5
+                });
+                if between && !want {
+                    unseen += 1;
+                }
+                let got = episodes
+                    .get(g)
+                    .is_some_and(|eps| eps.iter().any(|(a, b)| *a <= t && t < *b));
+                compared += 1;
+                if want {
+                    firing_steps += 1;
+                    // Fired with no error of the node in the last `for`.
+                    if !errors
+                        .iter()
+                        .any(|(at, n)| *n == g && *at > t - hold && *at <= t)
+                    {
+                        fired_in_silence += 1;
+                    }
+                }
+                if got != want {
+                    wrong.push(format!(
+                        "seed {seed} {g} at {}: sigwatch {got}, Loki {want} (count {})",
+                        sigwatch::clock::Stamp::at(t).as_str(),
+                        count(g, t)
+                    ));
+                }
+            }
+            t += step;
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {compared} steps differ:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert!(firing_steps >= 40, "only {firing_steps} firing steps");
+    assert!(
+        fired_in_silence >= 10,
+        "only {fired_in_silence} steps firing on silence"
+    );
+    assert!(
+        unseen >= 5,
+        "only {unseen} steps with a count above 5 between evaluations only"
+    );
+}
+
+/// An imported rule that selects by a label cannot match piped lines,
+/// which carry none: replay and run say which rules, once each, with the
+/// `--label` that fixes it; given the label, they say nothing and fire.
+#[test]
+fn rules_selecting_by_a_label_no_line_carried_are_named_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let ruler = dir.path().join("ruler.yaml");
+    std::fs::write(
+        &ruler,
+        r#"
+groups:
+  - name: lk
+    rules:
+      - alert: NodeErrors
+        expr: sum by (nodeID) (count_over_time({app="livekit"} | json | level="error" [5m])) > 2
+"#,
+    )
+    .unwrap();
+    let rules = dir.path().join("imported.yaml");
+    let st = Command::new(bin())
+        .args(["import", "loki-rules", "--out"])
+        .arg(&rules)
+        .arg(&ruler)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let mut log = String::new();
+    for i in 0..6 {
+        log.push_str(&format!(
+            "{{\"level\":\"error\",\"ts\":{}.5,\"msg\":\"could not update node\",\"nodeID\":\"ND_a\"}}\n",
+            1_751_371_800 + i
+        ));
+    }
+    let input = dir.path().join("piped.log");
+    std::fs::write(&input, &log).unwrap();
+    let run = |cmd: &str, label: Option<&str>| {
+        let mut c = Command::new(bin());
+        c.arg(cmd)
+            .args(["--no-builtin-rules", "--rules"])
+            .arg(&rules)
+            .args(["--log-level", "warn"]);
+        if let Some(l) = label {
+            c.args(["--label", l]);
+        }
+        if cmd == "replay" {
+            c.arg("--no-summary").arg(&input);
+        }
+        let mut child = c
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            if cmd == "run" {
+                stdin.write_all(log.as_bytes()).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for cmd in ["replay", "run"] {
+        let (stdout, stderr) = run(cmd, None);
+        assert_eq!(
+            stderr.matches("selects by the label \"app\"").count(),
+            1,
+            "{cmd}: {stderr}"
+        );
+        assert!(stderr.contains("--label app=livekit"), "{cmd}: {stderr}");
+        assert!(!stdout.contains("firing"), "{cmd}: {stdout}");
+        let (stdout, stderr) = run(cmd, Some("app=livekit"));
+        assert!(!stderr.contains("selects by the label"), "{cmd}: {stderr}");
+        assert!(stdout.contains("NodeErrors"), "{cmd}: {stdout}");
+    }
+}

@@ -387,6 +387,12 @@ async fn drive(
     let mut newest_entry: Option<i64> = None;
     let mut shutdown = Box::pin(shutdown_signal());
     let mut report_answered = 0u64;
+    // Rules that select by a label no line carried: told once, a minute
+    // into the input (labels come with streams; a minute shows most), and
+    // at the end.
+    let mut labels_warned = std::collections::HashSet::new();
+    let mut labels_checked = false;
+    let started = std::time::Instant::now();
     loop {
         let mut moved = true;
         tokio::select! {
@@ -433,6 +439,10 @@ async fn drive(
             _ = tick.tick() => {
                 moved = false;
                 publish(&mut engine, &mut d, &telemetry, newest_entry, &mut report_answered);
+                if !labels_checked && started.elapsed() >= Duration::from_secs(60) {
+                    labels_checked = engine.watermark().is_some();
+                    super::warn_labels_never_carried(&engine, &mut labels_warned);
+                }
             },
             _ = &mut shutdown => {
                 tracing::info!(deadline = %p.shutdown_timeout, "Signal received; draining deliveries (a second signal exits at once).");
@@ -466,6 +476,7 @@ async fn drive(
             "Loki consumer stopped."
         );
     }
+    super::warn_labels_never_carried(&engine, &mut labels_warned);
     if let Some(k) = state.as_mut() {
         final_checkpoint(k, &engine, &d, &p);
         d.keep_flaps_at_stop();

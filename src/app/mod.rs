@@ -411,6 +411,27 @@ pub fn build_engine(p: &PipelineOptions, live: bool) -> Result<Engine, AppError>
     Ok(engine)
 }
 
+/// Warns, once per rule (`warned` keeps which), of rules that select by a
+/// label no line carried: they cannot match, and `--label` fixes it.
+pub(crate) fn warn_labels_never_carried(
+    engine: &Engine,
+    warned: &mut std::collections::HashSet<String>,
+) {
+    for (rule, label, value) in engine.labels_never_carried() {
+        if !warned.insert(rule.clone()) {
+            continue;
+        }
+        let flag = format!("--label {label}={}", value.as_deref().unwrap_or("VALUE"));
+        tracing::warn!(
+            rule = %rule,
+            label = %label,
+            fix = %flag,
+            "Rule {rule} selects by the label {label:?}, which no line has carried, so it cannot match: \
+             piped lines carry labels only from a kubectl --prefix or a kubelet log path. Give them with {flag}."
+        );
+    }
+}
+
 /// The rules of a pipeline: the files named (or the built-in pack),
 /// without novelty under `--no-novelty`.
 pub fn pipeline_rules(p: &PipelineOptions) -> Result<RuleSet, AppError> {

@@ -244,6 +244,7 @@ pub async fn replay(
             .map_err(|_| AppError::Setup("the reader thread panicked".into()))?;
     }
     engine.finish(&mut out);
+    super::warn_labels_never_carried(&engine, &mut Default::default());
     if let Some(r) = d.recorder.as_mut() {
         r.record(engine.take_recording());
     }

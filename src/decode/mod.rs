@@ -214,7 +214,13 @@ pub struct Decoder {
     /// Labels a stream carries when neither its source nor its prefix
     /// gives them (`--label`).
     default_labels: Vec<(String, String)>,
+    /// The label names streams carried so far (at most
+    /// [`MAX_LABEL_NAMES`]): what a rule selecting by a label can see.
+    label_names: std::collections::BTreeSet<String>,
 }
+
+/// Most distinct label names remembered (see [`Decoder::label_names`]).
+pub const MAX_LABEL_NAMES: usize = 1024;
 
 impl Decoder {
     /// A decoder. `live` allows arrival time as the last resort for lines with
@@ -255,6 +261,7 @@ impl Decoder {
             stats: DecodeStats::default(),
             hinted: false,
             default_labels: Vec::new(),
+            label_names: Default::default(),
         };
         decoder.rekey(keys, group_keys);
         decoder
@@ -265,6 +272,12 @@ impl Decoder {
     /// would select by). Streams made before keep theirs.
     pub fn set_default_labels(&mut self, labels: Vec<(String, String)>) {
         self.default_labels = labels;
+    }
+
+    /// The label names the streams read so far carried (bounded by
+    /// [`MAX_LABEL_NAMES`]; past it every name counts as carried).
+    pub fn label_carried(&self, name: &str) -> bool {
+        self.label_names.len() >= MAX_LABEL_NAMES || self.label_names.contains(name)
     }
 
     /// Recompiles the field scanners for a new key configuration (after a

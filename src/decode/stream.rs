@@ -131,6 +131,11 @@ impl Decoder {
                 labels.push((k.clone(), v.clone()));
             }
         }
+        for (k, _) in &labels {
+            if self.label_names.len() < super::MAX_LABEL_NAMES && !self.label_names.contains(k) {
+                self.label_names.insert(k.clone());
+            }
+        }
         let key: Arc<str> = Arc::from(self.key_buf.as_str());
         let saved = self
             .restored

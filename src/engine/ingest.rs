@@ -489,7 +489,19 @@ impl Engine {
                 self.exports.hit(id, partition, group);
             }
         }
-        if !is_population {
+        if self.rules.rules[ri].evaluate_every > 0 {
+            // Evaluated like a ruler: at its next instant, not at the hit.
+            // An instant older than lines already heard (this line came
+            // late) was evaluated before them or had nothing to do: the
+            // next one after the newest line takes it.
+            let newest = self.max_time.unwrap_or(now).max(now);
+            let at = self.on_grid(ri, newest);
+            if at == now {
+                self.run_due(ri, timer_key, now, out);
+            } else {
+                self.timers.set(ri, timer_key, at);
+            }
+        } else if !is_population {
             self.evaluate_hit(ri, group, now, out);
         } else if self.local_cluster_alerts && self.schedule.hit(ri, now) {
             self.evaluate(ri, now, out);
@@ -554,20 +566,6 @@ impl Engine {
         }
         self.statuses.clear();
         self.detectors[ri].evaluate(now, &mut self.statuses);
-        if cluster && std::env::var("DBG").is_ok() {
-            let e = self.detectors[ri].evidence("cluster");
-            eprintln!(
-                "EVAL {} {} {:?} groups={:?} pop={:?}",
-                self.rules.rules[ri].id,
-                crate::clock::format_rfc3339(now),
-                self.statuses
-                    .iter()
-                    .map(|s| (s.active, crate::clock::format_rfc3339(s.since)))
-                    .collect::<Vec<_>>(),
-                e.groups,
-                e.population
-            );
-        }
         if !self.local_cluster_alerts && cluster {
             return;
         }

@@ -320,6 +320,36 @@ impl Engine {
         &self.matcher
     }
 
+    /// The rules that select by a label no line read so far carried, with
+    /// that label and the value they want (when one value): such a rule
+    /// cannot match (piped lines carry no labels unless `--label` gives
+    /// them). Empty before any line.
+    pub fn labels_never_carried(&self) -> Vec<(String, String, Option<String>)> {
+        if self.max_time.is_none() && self.untimed_at.is_none() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for r in &self.rules.rules {
+            let Some(c) = self.rules.conditions.get(r.cond) else {
+                continue;
+            };
+            for (k, v) in &c.labels {
+                let wants = match v {
+                    rules::ValueCond::Equals(x) => Some(Some(x.clone())),
+                    rules::ValueCond::OneOf(xs) => Some(xs.first().cloned()),
+                    rules::ValueCond::Regex(_) | rules::ValueCond::Exists(true) => Some(None),
+                    _ => None,
+                };
+                if let Some(value) = wants {
+                    if !self.decoder.label_carried(k) {
+                        out.push((r.id.clone(), k.clone(), value));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// A copy of the counters now (decoding, matching, alerts, novelty,
     /// evictions over all rules).
     pub fn stats(&self) -> Stats {

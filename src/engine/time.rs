@@ -18,6 +18,19 @@ impl Engine {
         }
     }
 
+    /// What is due for rule `ri` alone at or before `horizon`.
+    fn pass_time_of(&mut self, ri: usize, horizon: i64, out: &mut Vec<Notification>) {
+        loop {
+            let due = self.timers.take_rule(ri, horizon);
+            if due.is_empty() {
+                break;
+            }
+            for (at, key) in due {
+                self.run_due(ri, &key, at, out);
+            }
+        }
+    }
+
     /// Before a hit of rule `ri` on `key` evaluated at `now`: what was due
     /// for that key by then, so the hit finds the key as time left it (an
     /// episode ended, an alert resolved) even while the watermark lags.
@@ -29,7 +42,7 @@ impl Engine {
 
     /// Evaluates what is due for (`ri`, `key`) at `at` and schedules what
     /// comes next for it.
-    fn run_due(&mut self, ri: usize, key: &str, at: i64, out: &mut Vec<Notification>) {
+    pub(super) fn run_due(&mut self, ri: usize, key: &str, at: i64, out: &mut Vec<Notification>) {
         if ri >= self.rules.rules.len() {
             return;
         }
@@ -75,6 +88,7 @@ impl Engine {
             (a, b) => a.or(b),
         };
         if let Some(d) = due {
+            let d = self.on_grid(ri, d);
             self.timers.set(ri, key, d);
         }
         // Keys evicted from a detector keep their entry until it comes up;
@@ -101,6 +115,7 @@ impl Engine {
         self.alerts.dues(ri, rule, &mut dues);
         for (k, d) in dues {
             if d > now {
+                let d = self.on_grid(ri, d);
                 self.timers.set(ri, &k, d);
             }
         }
@@ -119,6 +134,7 @@ impl Engine {
         for ri in 0..self.rules.rules.len() {
             self.reschedule_rule(ri, i64::MIN);
             if let (Some(w), true) = (known, self.is_cluster(ri)) {
+                let w = self.on_grid(ri, w);
                 self.timers.set(ri, WHOLE_RULE, w);
             }
         }
@@ -129,14 +145,36 @@ impl Engine {
     /// gone (at most one a second in a flood of groups).
     pub(super) fn evicted_since(&mut self, ri: usize, before: u64, now: i64) {
         if self.detectors[ri].evicted() > before {
-            self.timers.set(ri, WHOLE_RULE, now.saturating_add(TICK_NS));
+            let at = self.on_grid(ri, now.saturating_add(TICK_NS));
+            self.timers.set(ri, WHOLE_RULE, at);
         }
     }
 
-    /// Evaluates every rule at `now` (event time).
+    /// The first instant at or after `at` at which rule `ri` may be
+    /// evaluated: `at` itself, or for a rule evaluated like a ruler's
+    /// (`evaluate_every`) the next multiple of its interval.
+    pub(super) fn on_grid(&self, ri: usize, at: i64) -> i64 {
+        let every = self.rules.rules.get(ri).map_or(0, |r| r.evaluate_every);
+        if every <= 0 {
+            return at;
+        }
+        let k = at.div_euclid(every);
+        let base = k.saturating_mul(every);
+        if base == at {
+            at
+        } else {
+            base.saturating_add(every)
+        }
+    }
+
+    /// Evaluates every rule at `now` (event time); a rule evaluated like
+    /// a ruler's only when `now` is one of its instants.
     pub(super) fn tick(&mut self, now: i64, out: &mut Vec<Notification>) {
         self.last_tick = now;
         for ri in 0..self.rules.rules.len() {
+            if self.on_grid(ri, now) != now {
+                continue;
+            }
             self.evaluate(ri, now, out);
             self.reschedule_rule(ri, now);
         }
@@ -224,6 +262,16 @@ impl Engine {
             self.watermark = self.watermark.max(m);
             self.pass_time(self.watermark, out);
             self.tick(self.watermark, out);
+            // A rule evaluated like a ruler's gets the ruler's next
+            // evaluation after the last line: lines in its window count
+            // there, as they would on a ruler whose clock went on.
+            for ri in 0..self.rules.rules.len() {
+                let at = self.on_grid(ri, self.watermark);
+                if at != self.watermark {
+                    self.pass_time_of(ri, at, out);
+                    self.evaluate(ri, at, out);
+                }
+            }
         }
         self.decoder.log_input_hints();
     }

@@ -5,7 +5,7 @@
 
 use super::condition::{literal_bytes, push_cond, MAX_SET_LITERAL_BYTES};
 use super::detection::{compile_detect, compile_recents, describe_cond, Located, MAX_RECENTS};
-use super::model::{self, Layer, RuleFile, RuleSpec, Severity};
+use super::model::{self, ForOn, Layer, RuleFile, RuleSpec, Severity};
 use super::template::Template;
 use super::{
     Condition, Detect, Novelty, Origin, Progress, Rule, RuleError, RuleErrors, RuleSet, BUILTIN,
@@ -207,12 +207,33 @@ impl Compiling {
                         .location()
                         .map(|l| (l.line(), l.column()))
                         .unwrap_or((1, 1));
-                    self.errors.push(RuleError::At {
-                        file: name.clone(),
-                        line,
-                        column,
-                        message: strip_location(&e.to_string()),
-                    });
+                    // Every rule's mistakes at once: each rule is parsed
+                    // on its own, and the file again without the rules
+                    // that do not parse, so the others are checked too.
+                    let (each, rest) = parse_each_rule(text);
+                    let within = each.iter().any(|(l, _, _)| *l == line);
+                    if !within {
+                        self.errors.push(RuleError::At {
+                            file: name.clone(),
+                            line,
+                            column,
+                            message: strip_location(&e.to_string()),
+                        });
+                    }
+                    for (line, column, message) in each {
+                        self.errors.push(RuleError::At {
+                            file: name.clone(),
+                            line,
+                            column,
+                            message,
+                        });
+                    }
+                    if let Some(mut f) = rest {
+                        if i < pack {
+                            f.layer = Layer::Pack;
+                        }
+                        parsed.push((name, text, f));
+                    }
                 }
             }
         }
@@ -453,6 +474,8 @@ fn compile_novelty(
         resolve_after: window,
         detect: Detect::Novelty(n),
         for_: non_negative(spec.for_, 30, "for")?,
+        for_clock: false,
+        evaluate_every: 0,
         repeat_interval: spec
             .repeat_interval
             .unwrap_or(DEFAULT_REPEAT_INTERVAL)
@@ -575,6 +598,93 @@ fn novelty_annotations(
 }
 
 /// serde_yaml appends " at line L column C"; we print the location up front.
+/// The items of a rule file's top-level `rules:` block sequence, as line
+/// ranges (0-based, end exclusive); None when the file has no such block.
+fn rule_items(lines: &[&str]) -> Option<Vec<(usize, usize)>> {
+    let start = lines
+        .iter()
+        .position(|l| l.trim_end() == "rules:" || l.starts_with("rules: #"))?;
+    let blank = |l: &str| l.trim().is_empty() || l.trim_start().starts_with('#');
+    let first = (start + 1..lines.len()).find(|&i| !blank(lines[i]))?;
+    let indent = lines[first].len() - lines[first].trim_start().len();
+    if !lines[first].trim_start().starts_with('-') {
+        return None;
+    }
+    let mut items: Vec<(usize, usize)> = Vec::new();
+    let mut end = lines.len();
+    for (i, l) in lines.iter().enumerate().skip(first) {
+        if blank(l) {
+            continue;
+        }
+        let ind = l.len() - l.trim_start().len();
+        let item = ind == indent && l.trim_start().starts_with('-');
+        if item {
+            if let Some(last) = items.last_mut() {
+                last.1 = i;
+            }
+            items.push((i, lines.len()));
+        } else if ind < indent || (ind == indent && indent == 0) {
+            end = i;
+            break;
+        }
+    }
+    if let Some(last) = items.last_mut() {
+        last.1 = end;
+    }
+    Some(items)
+}
+
+/// A rule file that does not parse, rule by rule: each rule's error
+/// (line, column, message), and the file with the rules in error blanked
+/// out (lines kept, so every other error is located where it is) when
+/// that parses.
+#[allow(clippy::type_complexity)]
+fn parse_each_rule(text: &str) -> (Vec<(usize, usize, String)>, Option<RuleFile>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(items) = rule_items(&lines) else {
+        return (Vec::new(), None);
+    };
+    let mut errors = Vec::new();
+    let mut bad = Vec::new();
+    for (k, &(a, b)) in items.iter().enumerate() {
+        let one = format!("rules:\n{}\n", lines[a..b].join("\n"));
+        if let Err(e) = serde_yaml_ng::from_str::<RuleFile>(&one) {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((2, 1));
+            // Line 1 is `rules:`; line 2 the item's first.
+            let message = strip_location(&e.to_string());
+            let message = match message.strip_prefix("rules[0]") {
+                Some(rest) => format!("rules[{k}]{rest}"),
+                None => message,
+            };
+            errors.push((a + line.max(2) - 1, column, message));
+            bad.push((a, b));
+        }
+    }
+    if bad.is_empty() {
+        return (errors, None);
+    }
+    let rest: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if bad.iter().any(|&(a, b)| i >= a && i < b) {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect();
+    let mut rest = rest.join("\n");
+    if bad.len() == items.len() {
+        // Every rule was in error: an empty list keeps the file's other keys.
+        rest = rest.replacen("rules:", "rules: []", 1);
+    }
+    (errors, serde_yaml_ng::from_str::<RuleFile>(&rest).ok())
+}
+
 fn strip_location(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),
@@ -698,6 +808,12 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
             ));
         }
     }
+    if spec.evaluate_every.is_some_and(|d| d.ns() < 1_000_000_000) {
+        return Err((
+            Some("evaluate_every"),
+            "evaluate_every must be at least 1s".into(),
+        ));
+    }
     let max_groups = spec.max_groups.unwrap_or(DEFAULT_MAX_GROUPS);
     if max_groups == 0 {
         return Err((Some("max_groups"), "max_groups must be at least 1".into()));
@@ -717,6 +833,8 @@ fn compile_rule(spec: RuleSpec, set: &mut RuleSet, origin: Origin) -> Result<Rul
         group_by,
         detect,
         for_: spec.for_.unwrap_or_default().ns(),
+        for_clock: spec.for_on == Some(ForOn::Clock) || spec.evaluate_every.is_some(),
+        evaluate_every: spec.evaluate_every.map_or(0, Dur::ns),
         resolve_after,
         repeat_interval: spec
             .repeat_interval

@@ -293,6 +293,11 @@ pub struct Rule {
     pub detect: Detect,
     /// Hold time before firing (ns).
     pub for_: i64,
+    /// `for` is measured on event time, not on the evidence (`for_on: clock`).
+    pub for_clock: bool,
+    /// Evaluated only at multiples of this (ns; 0: at every instant), as a
+    /// ruler evaluates (`evaluate_every`).
+    pub evaluate_every: i64,
     /// False time before resolving (ns).
     pub resolve_after: i64,
     /// Re-notify interval (ns).

@@ -166,6 +166,19 @@ pub struct RuleSpec {
     /// How long the condition must be observed before the alert fires.
     #[serde(rename = "for", default)]
     pub for_: Option<Dur>,
+    /// What `for` is measured on: `evidence` (default: from when the
+    /// condition became true to the latest line supporting it) or `clock`
+    /// (event time: a condition a window keeps true after its lines
+    /// stopped goes on holding, as a Prometheus or Loki ruler holds it).
+    #[serde(default)]
+    pub for_on: Option<ForOn>,
+    /// Evaluate only at whole multiples of this interval of event time,
+    /// as a Prometheus or Loki ruler evaluates its group (a condition true
+    /// between two evaluations is not seen; `for` is on the clock, from
+    /// the first evaluation that found it true). Default: at every line
+    /// and every instant the condition can change.
+    #[serde(default)]
+    pub evaluate_every: Option<Dur>,
     /// How long the condition must be false before the alert resolves.
     #[serde(default)]
     pub resolve_after: Option<Dur>,
@@ -203,6 +216,17 @@ pub struct RuleSpec {
     /// draining node): the detector starts that group over.
     #[serde(default)]
     pub progress: Option<ProgressSpec>,
+}
+
+/// What a rule's `for` is measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForOn {
+    /// From when the condition became true to its latest supporting line.
+    Evidence,
+    /// On event time, as a ruler evaluates: the condition true at every
+    /// instant of the `for`, lines or not.
+    Clock,
 }
 
 /// "The same group logged a line like this recently": an entry of a rule's

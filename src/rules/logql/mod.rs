@@ -218,17 +218,18 @@ pub fn import_texts(files: &[(String, String)], rules_path: &str) -> Result<Impo
                 }
                 let alert = r.alert.clone().unwrap_or_default();
                 let id = unique_id(&alert, &ns, &g.name, &mut ids);
-                let built = held_for(r, g.interval.as_deref())
-                    .and_then(|hold| rule(r, &alert, &id, &origin, &ns, hold));
+                let built = held_for(r, g.interval.as_deref()).and_then(|(hold, note, every)| {
+                    rule(r, &alert, &id, &origin, &ns, (hold, note), every)
+                });
                 match built {
-                    Ok((value, t, notes, hold)) => {
+                    Ok((value, t, notes, timing)) => {
                         for (k, v) in &t.constants {
                             imp.selector_labels
                                 .entry(k.clone())
                                 .or_default()
                                 .insert(v.clone());
                         }
-                        if let Some(test) = tests::rule_test(&id, &t, hold, rules_path) {
+                        if let Some(test) = tests::rule_test(&id, &t, timing, rules_path) {
                             imp.tests.push((format!("{id}.yaml"), test));
                         }
                         rules.push(value);
@@ -331,7 +332,7 @@ const EVERY_NS: i64 = 60_000_000_000;
 /// after the first true one, so a `for` between evaluations waits for the
 /// next (`for: 30s` on a 1m interval holds 1m). sigwatch evaluates at every
 /// line; the import keeps the ruler's hold, with a note when it differs.
-fn held_for(r: &RulerRule, interval: Option<&str>) -> Result<(i64, Option<String>), Skip> {
+fn held_for(r: &RulerRule, interval: Option<&str>) -> Result<(i64, Option<String>, i64), Skip> {
     let every = match interval {
         Some(i) => prom_dur(i, "interval")?,
         None => EVERY_NS,
@@ -341,7 +342,7 @@ fn held_for(r: &RulerRule, interval: Option<&str>) -> Result<(i64, Option<String
         None => 0,
     };
     if every <= 0 || f % every == 0 {
-        return Ok((f, None));
+        return Ok((f, None, every));
     }
     let held = (f / every + 1) * every;
     let note = format!(
@@ -350,10 +351,11 @@ fn held_for(r: &RulerRule, interval: Option<&str>) -> Result<(i64, Option<String
         dur(held),
         dur(every)
     );
-    Ok((held, Some(note)))
+    Ok((held, Some(note), every))
 }
 
-type Built = (Value, Translation, Vec<String>, i64);
+/// The rule, its translation, its notes, and its (`for`, `evaluate_every`).
+type Built = (Value, Translation, Vec<String>, (i64, i64));
 
 fn rule(
     r: &RulerRule,
@@ -362,6 +364,7 @@ fn rule(
     origin: &str,
     ns: &str,
     (hold, hold_note): (i64, Option<String>),
+    every: i64,
 ) -> Result<Built, Skip> {
     let mut t = translate::translate(&r.expr)?;
     let mut notes = std::mem::take(&mut t.notes);
@@ -402,6 +405,18 @@ fn rule(
     if hold > 0 {
         m.insert("for".into(), dur(hold).into());
     }
+    // Evaluated as the ruler evaluates: every `interval` of event time,
+    // `for` on that clock from the first evaluation that found the
+    // condition true (a burst that keeps the window's count up for
+    // minutes after its last line fires; one true only between two
+    // evaluations does not).
+    if every > 0 {
+        m.insert("evaluate_every".into(), dur(every).into());
+        notes.push(format!(
+            "evaluated every {} of event time, at whole multiples of it; the ruler evaluates at an offset of its own within the interval",
+            dur(every)
+        ));
+    }
     // Loki resolves at the first evaluation the condition is false, or
     // keep_firing_for later.
     let keep = match &r.keep_firing_for {
@@ -431,7 +446,7 @@ fn rule(
     if !labels.is_empty() {
         m.insert("labels".into(), Value::Mapping(labels));
     }
-    Ok((Value::Mapping(m), t, notes, hold))
+    Ok((Value::Mapping(m), t, notes, (hold, every)))
 }
 
 fn severity(label: Option<&str>) -> (&'static str, Option<String>) {

@@ -203,6 +203,9 @@ struct Cases<'a> {
     id: &'a str,
     /// The rule's `for`, in nanoseconds.
     hold: i64,
+    /// Its `evaluate_every` (0: at every instant); the cases start on a
+    /// whole minute, so on its grid.
+    every: i64,
     /// The field or label that names the group, if the rule groups.
     key: Option<&'a str>,
     base: Shape,
@@ -212,6 +215,17 @@ struct Cases<'a> {
 }
 
 impl Cases<'_> {
+    /// When a condition true from `t` (after the start) fires: at the
+    /// first evaluation at or after it, plus the `for`.
+    fn fires(&self, t: i64) -> i64 {
+        let first = if self.every > 0 {
+            (t + self.every - 1).div_euclid(self.every) * self.every
+        } else {
+            t
+        };
+        first + self.hold
+    }
+
     fn case(&mut self, name: String, inputs: Vec<Value>, end: i64, tol: i64, expect: Vec<Value>) {
         let mut m = Mapping::new();
         m.insert("name".into(), name.into());
@@ -235,11 +249,11 @@ impl Cases<'_> {
     /// do not.
     fn steady(&mut self, lines: u64, window_ns: i64, group: &str, name: String) -> Option<()> {
         let step = (window_ns / (2 * lines as i64)).max(SEC / 1000);
-        let n = lines + (self.hold / step) as u64 + 2;
+        let fire = self.fires((lines as i64 - 1) * step);
+        let n = (fire / step) as u64 + 2;
         if n > MAX_LINES {
             return None;
         }
-        let fire = (lines as i64 - 1) * step + self.hold;
         let end = (n as i64 - 1) * step;
         let tol = window_ns / 60 + 2 * SEC;
         let s = with_key(&self.base, self.key, "g1");
@@ -255,8 +269,9 @@ impl Cases<'_> {
     /// `groups` streams, one per group, matching at once: they fire; the
     /// broken lines do not.
     fn spread(&mut self, groups: u64, window_ns: i64, partition: Option<&str>) -> Option<()> {
-        let every = window_ns / 2;
-        let n = (self.hold / every.max(1)) as u64 + 2;
+        let every = (window_ns / 2).max(1);
+        let fire = self.fires((groups as i64 - 1) * SEC);
+        let n = (fire / every) as u64 + 2;
         if groups > 200 || n * groups > MAX_LINES {
             return None;
         }
@@ -274,7 +289,6 @@ impl Cases<'_> {
                 .collect()
         };
         let group = if partition.is_some() { "p1" } else { "cluster" };
-        let fire = (groups as i64 - 1) * SEC + self.hold;
         let end = (n as i64 - 1) * every + groups as i64 * SEC;
         let tol = window_ns / 60 + 2 * SEC;
         let inputs = feed(&self.base);
@@ -296,7 +310,7 @@ impl Cases<'_> {
     /// One matching line and then silence fires; lines that keep coming
     /// do not.
     fn absent(&mut self, for_ns: i64) {
-        let fire = for_ns + self.hold;
+        let fire = self.fires(for_ns);
         let end = fire + for_ns / 2 + 10 * SEC;
         let tol = for_ns / 60 + 6 * SEC;
         let once = vec![input(&self.base, 0, SEC, 1, "s1")];
@@ -315,7 +329,12 @@ impl Cases<'_> {
 
 /// A rule test file for an imported rule, or None when no line can be
 /// built from its filters.
-pub fn rule_test(id: &str, t: &Translation, hold: i64, rules_path: &str) -> Option<String> {
+pub fn rule_test(
+    id: &str,
+    t: &Translation,
+    (hold, every): (i64, i64),
+    rules_path: &str,
+) -> Option<String> {
     let base = shape(t)?;
     if t.group_by.first().is_some_and(|g| g == "level") {
         return None;
@@ -325,6 +344,7 @@ pub fn rule_test(id: &str, t: &Translation, hold: i64, rules_path: &str) -> Opti
     let mut c = Cases {
         id,
         hold,
+        every,
         key,
         base,
         neg,
