@@ -1081,3 +1081,144 @@ fn check_config_validates_the_ingest_listeners() {
         assert!(err.contains(names), "{ingest}: {err}");
     }
 }
+
+/// Five mistakes in one rule file are five located errors in one run:
+/// each rule that does not parse says where, and the rules that do are
+/// still checked (a bad template variable, a regex that does not compile).
+#[test]
+fn check_reports_every_error_of_every_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.yaml");
+    std::fs::write(
+        &a,
+        r#"rules:
+  - id: a.one
+    title: One
+    severity: loud
+    match: {contains: [x]}
+    detect: {count: {threshold: 2, window: 1m}}
+  - id: a.two
+    title: Two
+    severity: warning
+    match: {contains: [y]}
+    detect: {count: {threshold: 2, window: 1m}}
+    annotations: {summary: "{{ nope }}"}
+  - id: a.three
+    title: Three
+    severity: info
+    match: {contans: [z]}
+    detect: {count: {threshold: 2, window: 1m}}
+"#,
+    )
+    .unwrap();
+    let b = dir.path().join("b.yaml");
+    std::fs::write(
+        &b,
+        r#"rules:
+  - id: b.four
+    title: Four
+    severity: info
+    match: {contains: [w]}
+    detect: {count: {threshold: 2, windw: 1m}}
+  - id: b.five
+    title: Five
+    severity: info
+    match: {regex: "(unclosed"}
+    detect: {count: {threshold: 2, window: 1m}}
+"#,
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--no-builtin-rules", "--rules"])
+        .arg(&a)
+        .arg("--rules")
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (at, what) in [
+        ("a.yaml:4:15:", "rules[0].severity: unknown variant `loud`"),
+        ("a.yaml:12:", "unknown template variable \"nope\""),
+        ("a.yaml:16:13:", "rules[2].match: unknown field `contans`"),
+        ("b.yaml:6:", "rules[0].detect.count: unknown field `windw`"),
+        ("b.yaml:10:", "invalid regex"),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(at) && l.contains(what)),
+            "{at} {what}:\n{err}"
+        );
+    }
+}
+
+/// The README's exit statuses: a rule file or a test path that is not
+/// there is a setup error (2), not a finding (1) or a failed test.
+#[test]
+fn a_missing_rule_file_or_test_path_exits_2() {
+    for args in [
+        &["check", "--rules", "/nonexistent/rules.yaml"][..],
+        &["test", "/nonexistent/tests"][..],
+        &["replay", "--rules", "/nonexistent/rules.yaml", "/dev/null"][..],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("/nonexistent/"), "{args:?}: {err}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("failed"),
+            "{args:?}"
+        );
+    }
+}
+
+/// `run --file` on a path whose directory does not exist stops at once
+/// with the reason; on a file not written yet it says it waits for it.
+#[test]
+fn run_file_says_at_once_what_it_does_with_a_missing_path() {
+    let started = std::time::Instant::now();
+    let out = Command::new(BIN)
+        .args(["run", "--file", "/nonexistent/dir/x.log"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the directory /nonexistent/dir does not exist"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let dir = tempfile::tempdir().unwrap();
+    let later = dir.path().join("later.log");
+    let mut child = Command::new(BIN)
+        .args(["run", "--log-format", "json", "--file"])
+        .arg(&later)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    let mut said = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while let Ok(l) = rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    {
+        if l.contains("waits for it") && l.contains("later.log") {
+            said = true;
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said, "run did not say it waits for the file");
+}

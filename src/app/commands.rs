@@ -11,7 +11,12 @@ fn rules_for(rules: &RulesOptions) -> Result<crate::rules::RuleSet, u8> {
         Ok(s) => Ok(s),
         Err(super::AppError::Rules(e)) => {
             eprintln!("{e}");
-            Err(1)
+            // A rule file that cannot be read is a setup error (2); one
+            // that reads but is wrong is a finding (1).
+            let unreadable =
+                e.0.iter()
+                    .all(|x| matches!(x, crate::rules::RuleError::Io { .. }));
+            Err(if unreadable { 2 } else { 1 })
         }
         Err(e) => {
             eprintln!("sigwatch: {e}");
@@ -86,6 +91,11 @@ pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
         Err(code) => return code,
     };
     let mut files = Vec::new();
+    // A path that is not there is a setup error (2), not a failed test.
+    if let Some(p) = paths.iter().find(|p| !p.exists()) {
+        eprintln!("sigwatch: {}: no such file or directory", p.display());
+        return 2;
+    }
     for p in paths {
         if p.is_dir() {
             let mut found: Vec<PathBuf> = match std::fs::read_dir(p) {
@@ -96,8 +106,8 @@ pub fn test(rules: &RulesOptions, paths: &[PathBuf]) -> u8 {
                     })
                     .collect(),
                 Err(e) => {
-                    eprintln!("{}: {e}", p.display());
-                    return 1;
+                    eprintln!("sigwatch: {}: {e}", p.display());
+                    return 2;
                 }
             };
             found.sort();

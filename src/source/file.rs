@@ -29,6 +29,29 @@ pub enum FileError {
     /// A glob that does not parse.
     #[error("bad glob {0:?}: {1}")]
     Glob(String, String),
+    /// The directory a path or glob lives in does not exist: a typo, not a
+    /// file yet to be written.
+    #[error("{0}: the directory {1} does not exist")]
+    NoDirectory(String, String),
+}
+
+/// The directory part of a path or glob before its first wildcard.
+fn literal_dir(glob: &str) -> PathBuf {
+    let mut dir = PathBuf::new();
+    let path = Path::new(glob);
+    let n = path.components().count();
+    for (i, c) in path.components().enumerate() {
+        let s = c.as_os_str().to_string_lossy();
+        if i + 1 == n || s.contains(['*', '?', '[']) {
+            break;
+        }
+        dir.push(c);
+    }
+    if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    }
 }
 
 /// Counters of the file source.
@@ -145,6 +168,17 @@ impl Tailer {
     pub fn new(globs: &[String], resume: HashMap<FileId, u64>) -> Result<Tailer, FileError> {
         for g in globs {
             glob::Pattern::new(g).map_err(|e| FileError::Glob(g.clone(), e.to_string()))?;
+            let dir = literal_dir(g);
+            if !dir.is_dir() {
+                return Err(FileError::NoDirectory(g.clone(), dir.display().to_string()));
+            }
+            let now = glob::glob(g).map(|p| p.flatten().any(|p| p.is_file()));
+            if now.is_ok_and(|any| !any) {
+                tracing::warn!(
+                    file = %g,
+                    "No file is at {g} yet: sigwatch waits for it and reads each file from its start when it appears."
+                );
+            }
         }
         Ok(Tailer {
             globs: globs.to_vec(),
