@@ -708,6 +708,14 @@ pub fn render(
             "template" => e.template.clone(),
             "level" => e.level.clone(),
             "reason" => e.reason.clone(),
+            // What a ruler's expression evaluates to: the window's count,
+            // the groups matching, the top group's share.
+            "value" => e
+                .in_window
+                .map(|n| n.to_string())
+                .or_else(|| e.groups.map(|g| g.to_string()))
+                .or_else(|| e.share.map(pct))
+                .or_else(|| Some(e.count.to_string())),
             other => {
                 let f = other
                     .strip_prefix("field.")

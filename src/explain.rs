@@ -24,6 +24,9 @@ pub struct Explainer {
     /// What earlier lines said about groups, per rule: when each `unless`
     /// entry's line was seen per group, and the last progress per group.
     context: Vec<RuleContext>,
+    /// Now stands in for a missing time (lines given on the command line),
+    /// not a file's modification time.
+    now_stands_in: bool,
 }
 
 /// The context lines explained so far for one rule (bounded: explain reads
@@ -170,6 +173,7 @@ impl Explainer {
             decoder,
             source,
             context,
+            now_stands_in: true,
         })
     }
 
@@ -178,6 +182,7 @@ impl Explainer {
     /// modification time when lines come from a file; now by default.
     pub fn set_modified(&mut self, modified: Option<i64>) {
         self.source.modified = modified;
+        self.now_stands_in = false;
     }
 
     /// The line's log template and what novelty does with it.
@@ -271,7 +276,11 @@ impl Explainer {
         x.format = format!("{:?}", decoded.format).to_lowercase();
         x.malformed = decoded.malformed;
         x.time = Some(crate::clock::format_rfc3339(p.time));
-        x.time_from = p.time_from.describe().to_string();
+        x.time_from = if p.time_from == crate::decode::TimeFrom::Modified && self.now_stands_in {
+            "none in the line: now, when explain ran; it moves no clock".to_string()
+        } else {
+            p.time_from.describe().to_string()
+        };
         x.timed = p.time_from.is_own();
         if p.time_from == crate::decode::TimeFrom::Line {
             x.time_detail = stamp_detail(&p.text, p.time);

@@ -482,6 +482,7 @@ fn execute(
         },
     )
     .map_err(|e| e.to_string())?;
+    engine.mute_input_hints();
     let (fed, sources) = expand(case, start, dir)?;
     let mut out = Vec::new();
     let mut seen = Vec::new();

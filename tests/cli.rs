@@ -1222,3 +1222,57 @@ fn run_file_says_at_once_what_it_does_with_a_missing_path() {
     let _ = child.wait();
     assert!(said, "run did not say it waits for the file");
 }
+
+/// The README's quick start, run as written in an empty home with the
+/// binary where `cargo install` puts it: every command works (the build
+/// and the CI script aside, which CI itself is).
+#[test]
+fn the_readme_quick_start_runs_as_written_in_an_empty_home() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("## Quick start").unwrap();
+    let block = &readme[start..];
+    let open = block.find("```sh\n").unwrap() + "```sh\n".len();
+    let close = open + block[open..].find("```").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join(".cargo/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(BIN, bin.join("sigwatch")).unwrap();
+    let has_man = Command::new("sh")
+        .args(["-c", "command -v man"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut ran = 0;
+    for line in block[open..close].lines() {
+        let cmd = line.split("  #").next().unwrap_or("").trim();
+        if cmd.is_empty() || cmd.starts_with('#') {
+            continue;
+        }
+        if cmd.starts_with("cargo install") || cmd.starts_with("bash .ci/run") {
+            continue;
+        }
+        // Without man on this machine, the page must be where man looks.
+        let script = if has_man {
+            cmd.to_string()
+        } else {
+            format!("man() {{ test -s \"$HOME/.cargo/share/man/man1/$1.1\"; }}; {cmd}")
+        };
+        let out = Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(root)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("MANPAGER", "cat")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 6, "only {ran} commands in the quick start");
+}

@@ -152,6 +152,7 @@ impl Decoder {
                 .and_then(|sp| sp.value(text))
                 .filter(|v| !v.is_empty())
             else {
+                self.slab[sid].keyless = true;
                 continue;
             };
             let key = &self.sticky_slots[i].1;
@@ -172,7 +173,17 @@ impl Decoder {
                     if flips_back && !st.multiplexed {
                         st.multiplexed = true;
                         self.stats.multiplexed_streams += 1;
-                        tracing::warn!(stream = st.key.as_deref().unwrap_or(""), key = key.as_str(), "Stream mixes several producers; sticky fields are not inherited on it.");
+                        let stream = st.key.as_deref().unwrap_or("");
+                        if st.keyless {
+                            tracing::warn!(stream, key = key.as_str(), "Stream mixes several producers; lines without {key} no longer inherit it from the line before (counted as multiplexed_streams).");
+                        } else {
+                            // Every line so far names its own: nothing is lost.
+                            tracing::debug!(
+                                stream,
+                                key = key.as_str(),
+                                "Stream mixes several producers; each line names its own {key}."
+                            );
+                        }
                     }
                     st.previous.push((key.clone(), old));
                     if st.previous.len() > 8 {

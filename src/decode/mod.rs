@@ -377,6 +377,12 @@ impl Decoder {
         &self.stats
     }
 
+    /// Never logs input hints: lines a rule test writes on purpose (bare
+    /// text, no time) are not an input to advise on.
+    pub fn mute_input_hints(&mut self) {
+        self.hinted = true;
+    }
+
     /// Logs, once, what the input so far says about its formats (most
     /// lines plain text, most without a time): after the first
     /// [`HINT_AFTER_LINES`] lines, or at the end of a shorter input.

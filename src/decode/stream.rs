@@ -22,6 +22,9 @@ pub(super) struct StreamState {
     /// Set when a sticky value flips back to an older one: the stream mixes
     /// several producers, so inheriting would misattribute lines.
     pub(super) multiplexed: bool,
+    /// A line of the stream lacked a sticky key: inheritance was used, so
+    /// losing it to multiplexing is worth a warning.
+    pub(super) keyless: bool,
     pub(super) partial: Option<(String, Option<i64>)>,
     /// A pretty-printed JSON object being reassembled: text, brace depth,
     /// inside-a-string flag, line count.

@@ -30,6 +30,9 @@ impl super::GroupState for G {
     fn samples(&self) -> &Samples {
         &self.samples
     }
+    fn in_window(&self) -> Option<u64> {
+        Some(self.win.total())
+    }
 }
 
 /// The count detector.

@@ -226,6 +226,10 @@ pub struct Evidence {
     pub population: Option<usize>,
     /// Matches in the window across groups (share, spread).
     pub total: Option<u64>,
+    /// The group's matches in the window when last evaluated (count): a
+    /// ruler's `count_over_time` value, where `count` is the episode's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_window: Option<u64>,
     /// Up to [`MAX_SAMPLES`] sample lines.
     pub samples: Vec<String>,
     /// Where each sample was read, by index (shorter when unknown).
@@ -391,6 +395,10 @@ pub trait GroupState {
     fn last_seen(&self) -> Option<i64>;
     /// The sample lines kept.
     fn samples(&self) -> &Samples;
+    /// Its matches in the window, for kinds that keep one.
+    fn in_window(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The bookkeeping every per-group detector shares — `tracks`,
@@ -488,6 +496,7 @@ impl<T: GroupState> Groups<T> {
             first_seen: g.first_seen(),
             last_seen: g.last_seen(),
             top_groups: vec![(key.to_string(), g.count())],
+            in_window: g.in_window(),
             samples: g.samples().lines.clone(),
             origins: g.samples().origins.clone(),
             ..Evidence::default()

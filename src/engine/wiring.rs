@@ -272,6 +272,12 @@ impl Engine {
         Ok(summary)
     }
 
+    /// Never warns about the input's formats (a rule test's lines are
+    /// bare on purpose).
+    pub fn mute_input_hints(&mut self) {
+        self.decoder.mute_input_hints();
+    }
+
     /// Labels every line carries unless its stream names them (`--label`):
     /// what a Loki selector selects by, for lines piped or read from files.
     pub fn set_default_labels(&mut self, labels: Vec<(String, String)>) {

@@ -113,6 +113,20 @@ pub fn text_line(n: &Notification, color: bool) -> String {
         .get("summary")
         .map(String::as_str)
         .unwrap_or(&n.title);
+    // A resolution says it is over, and what it was: the summary is the
+    // condition's, written while it held.
+    let summary = match (n.state, &n.incident) {
+        (AlertState::Resolved, None) => {
+            let lasted = match (n.starts_at.ns(), n.ends_at.as_ref().and_then(|e| e.ns())) {
+                (Some(a), Some(b)) if b >= a => {
+                    format!("over after {}", crate::duration::Dur(b - a))
+                }
+                _ => "over".to_string(),
+            };
+            format!("{lasted}; was: {summary}")
+        }
+        _ => summary.to_string(),
+    };
     // Where the first sample is, for a file: what to open next.
     let at_line = match n.links.as_ref().and_then(|l| l.lines.first()) {
         Some(l) if n.state == AlertState::Firing => format!("  {}", paint(DIM, &format!("({l})"))),
@@ -212,7 +226,7 @@ mod tests {
         );
         assert_eq!(
             text_line(&note(AlertState::Resolved), false),
-            "2025-07-16 12:40:00Z  RESOLVED  critical  egress.black_hole  NE_2  NE_2 takes 100% of egress failures"
+            "2025-07-16 12:40:00Z  RESOLVED  critical  egress.black_hole  NE_2  over after 34m44s; was: NE_2 takes 100% of egress failures"
         );
         let coloured = text_line(&note(AlertState::Firing), true);
         assert!(coloured.contains("\x1b[1m\x1b[31mFIRING"), "{coloured:?}");

@@ -24,6 +24,7 @@ pub const VARIABLES: &[&str] = &[
     "template",
     "level",
     "reason",
+    "value",
 ];
 
 /// A parsed template: literal text and variable references.
@@ -81,18 +82,32 @@ impl Template {
     }
 
     /// Renders with `lookup` giving each variable's value; a missing value
-    /// renders as an empty string.
+    /// renders as an empty string, and one missing at the very end takes
+    /// its separator with it (`draining: {{ field.error }}` on a line
+    /// without an error reads `draining`, not `draining: `).
     pub fn render(&self, lookup: impl Fn(&str) -> Option<String>) -> String {
         let mut out = String::new();
+        let mut empty_end = false;
         for p in &self.parts {
             match p {
-                Part::Text(t) => out.push_str(t),
+                Part::Text(t) => {
+                    out.push_str(t);
+                    empty_end = false;
+                }
                 Part::Var(v) => {
-                    if let Some(val) = lookup(v) {
-                        out.push_str(&val);
-                    }
+                    let val = lookup(v).unwrap_or_default();
+                    empty_end = val.is_empty();
+                    out.push_str(&val);
                 }
             }
+        }
+        if empty_end {
+            let kept = out
+                .trim_end_matches(|c: char| {
+                    c.is_whitespace() || matches!(c, ':' | ',' | ';' | '-' | '—' | '=')
+                })
+                .len();
+            out.truncate(kept);
         }
         out
     }
@@ -124,6 +139,16 @@ mod tests {
             _ => None,
         });
         assert_eq!(s, "ND_1 failed 3 times: dial tcp");
+    }
+
+    #[test]
+    fn a_value_missing_at_the_end_takes_its_separator() {
+        let t = Template::parse("{{ group }} failed to drain: {{ field.error }}").unwrap();
+        let s = t.render(|v| (v == "group").then(|| "ND_1".to_string()));
+        assert_eq!(s, "ND_1 failed to drain");
+        let t = Template::parse("{{ group }}: {{ field.error }} (retrying)").unwrap();
+        let s = t.render(|v| (v == "group").then(|| "ND_1".to_string()));
+        assert_eq!(s, "ND_1:  (retrying)", "only at the end");
     }
 
     #[test]

@@ -614,7 +614,7 @@ fn template_part(
         }
         return Some(
             match t.kind {
-                Kind::Count { .. } => "{{ count }}",
+                Kind::Count { .. } => "{{ value }}",
                 Kind::Spread { .. } => "{{ groups }}",
                 Kind::Share { .. } => "{{ share }}",
                 Kind::Absent { .. } => "1",
