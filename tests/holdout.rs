@@ -9,7 +9,10 @@
 //!
 //! The first set (`fixtures/holdout`) was read while the pack's bounds were
 //! chosen; the second (`fixtures/holdout2`) was not (docs/rules.md,
-//! "Routine operations").
+//! "Routine operations"). The third (`fixtures/holdout-ruler`) holds Loki
+//! ruler files beside their logs and an independent model of the ruler;
+//! it was written after the import's evaluation was done and first run
+//! as it stands.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic is how a test fails
 
 mod common;
@@ -193,4 +196,137 @@ fn the_second_blind_set_pages_its_incidents_and_not_its_routine_operations() {
     assert_eq!(stuck.len(), 1, "{:?}", rules_of(&out));
     let at = stuck[0]["last_seen"].as_str().unwrap();
     assert!(at < "2025-06-17T23:00", "paged at {at}");
+}
+
+/// The blind ruler corpus (`fixtures/holdout-ruler`): a helper session
+/// wrote four scenarios (a burst then silence, a slow drip around the
+/// threshold, a fleet-wide Redis outage, a rolling deploy) as LiveKit logs
+/// with Loki ruler files, and its own model of the ruler's evaluation
+/// (`loki_model.py`, which shares nothing with sigwatch) wrote the
+/// episodes a ruler fires. Imported and replayed, sigwatch fires exactly
+/// those: the same alerts and groups, firing and resolving at the same
+/// evaluations, nothing else. The corpus takes `nodeID` as a stream label
+/// equal to the line's field (its README); piped lines carry it as the
+/// field, which `| json` reads, so the rules get one before their line
+/// filters.
+#[test]
+fn the_blind_ruler_corpus_fires_where_an_independent_model_of_the_ruler_does() {
+    let dir = generate("holdout-ruler");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/holdout-ruler/loki_model.py");
+    std::fs::copy(&src, dir.path().join("loki_model.py")).unwrap();
+    let out = Command::new("python3")
+        .arg(dir.path().join("loki_model.py"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let no_flap = dir.path().join("no-flap.yaml");
+    std::fs::write(&no_flap, "incidents:\n  flap_window: 0s\n").unwrap();
+    let second = |s: &str| format!("{}Z", &s[..19]);
+    let (mut exact, mut expected, mut extra) = (0, 0, Vec::new());
+    let mut missing = Vec::new();
+    for name in [
+        "burst-then-silence",
+        "slow-drip",
+        "fleet-redis-outage",
+        "routine-rolling-deploy",
+    ] {
+        let ruler = dir.path().join(format!("{name}.rules.yaml"));
+        let text = std::fs::read_to_string(&ruler)
+            .unwrap()
+            .replace("{app=\"livekit\"} |=", "{app=\"livekit\"} | json |=");
+        let ruler = dir.path().join(format!("{name}.json-rules.yaml"));
+        std::fs::write(&ruler, text).unwrap();
+        let rules = dir.path().join(format!("{name}.sigwatch.yaml"));
+        let imp = Command::new(BIN)
+            .args(["import", "loki-rules", "--out"])
+            .arg(&rules)
+            .arg(&ruler)
+            .output()
+            .unwrap();
+        assert!(
+            imp.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&imp.stdout)
+        );
+        let out = Command::new(BIN)
+            .args(["replay", "--no-builtin-rules", "--no-novelty", "--rules"])
+            .arg(&rules)
+            .args([
+                "--label",
+                "app=livekit",
+                "--no-summary",
+                "--no-links",
+                "--config",
+            ])
+            .arg(&no_flap)
+            .arg(dir.path().join(format!("{name}.log")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Episodes: (alert, group, fired, resolved).
+        let mut got: Vec<(String, String, String, Option<String>)> = Vec::new();
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            let n: Value = serde_json::from_str(l).unwrap();
+            if n["repeat"] == true {
+                continue;
+            }
+            let rule = n["rule"].as_str().unwrap().to_string();
+            let group = match n["group"].as_str().unwrap() {
+                "cluster" => String::new(),
+                g => g.to_string(),
+            };
+            let at = second(n["at"].as_str().unwrap());
+            if n["state"] == "firing" {
+                got.push((rule, group, at, None));
+            } else if let Some(e) = got
+                .iter_mut()
+                .rev()
+                .find(|e| e.0 == rule && e.1 == group && e.3.is_none())
+            {
+                e.3 = Some(at);
+            }
+        }
+        let want: Vec<Value> = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("{name}.expected.json"))).unwrap(),
+        )
+        .unwrap();
+        let want: Vec<(String, String, String, Option<String>)> = want
+            .iter()
+            .map(|e| {
+                (
+                    e["alert"].as_str().unwrap().to_string(),
+                    e["group"].as_str().unwrap().to_string(),
+                    second(e["fires_at"].as_str().unwrap()),
+                    e["resolves_at"].as_str().map(second),
+                )
+            })
+            .collect();
+        expected += want.len();
+        for w in &want {
+            if got.contains(w) {
+                exact += 1;
+            } else {
+                missing.push(format!("{name}: {w:?}"));
+            }
+        }
+        extra.extend(
+            got.iter()
+                .filter(|g| !want.contains(g))
+                .map(|g| format!("{name}: {g:?}")),
+        );
+    }
+    assert!(expected >= 10, "only {expected} expected episodes");
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{exact} of {expected} exact\nmissing: {missing:#?}\nnot expected: {extra:#?}"
+    );
 }

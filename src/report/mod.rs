@@ -1,6 +1,7 @@
 //! The picture of an incident: `sigwatch replay --report incident.html`
 //! writes one self-contained HTML file (inline CSS, JavaScript and SVG, no
-//! network) with one lane per node plus a cluster lane, signature hits as
+//! network) with one lane per node plus a cluster lane (each drawn when
+//! something is on it), signature hits as
 //! marks whose density shows where they pile up, alert intervals as bars
 //! coloured by severity, incidents outlined, and the sample lines behind a
 //! click. The live status page of `run --listen` (`/`) shares its look.
