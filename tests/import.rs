@@ -1099,6 +1099,9 @@ groups:
         wrong.len(),
         wrong.join("\n")
     );
+    eprintln!(
+        "{compared} node-steps compared, {firing_steps} firing, {fired_in_silence} firing with no error in the last minute, {unseen} above 5 only between evaluations"
+    );
     assert!(firing_steps >= 40, "only {firing_steps} firing steps");
     assert!(
         fired_in_silence >= 10,
