@@ -219,7 +219,7 @@ pub struct Decoder {
     label_names: std::collections::BTreeSet<String>,
 }
 
-/// Most distinct label names remembered (see [`Decoder::label_names`]).
+/// Most distinct label names remembered (see [`Decoder::label_carried`]).
 pub const MAX_LABEL_NAMES: usize = 1024;
 
 impl Decoder {
