@@ -92,6 +92,17 @@ pub fn describe_detector(d: &Detect) -> String {
                 n.learn_lines
             )
         }
+        Detect::Anomaly(a) => format!(
+            "anomaly: a known warn/error template on ≥{:.0}% of the groups alive (≥{}) within {}, ≥{:.0}% of its lines from one group (≥{}) or ≥{} lines on a lone group within {}, each ≥{}× its baseline",
+            a.min_fraction * 100.0,
+            a.min_groups,
+            crate::duration::Dur(a.spread_window),
+            a.min_share * 100.0,
+            a.min_lines,
+            a.surge_lines,
+            crate::duration::Dur(a.window),
+            a.factor
+        ),
     }
 }
 

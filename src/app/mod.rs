@@ -437,8 +437,13 @@ pub(crate) fn warn_labels_never_carried(
 pub fn pipeline_rules(p: &PipelineOptions) -> Result<RuleSet, AppError> {
     let mut set = load_rules(&p.rules)?;
     if p.no_novelty {
-        set.rules
-            .retain(|r| !matches!(r.detect, rules::Detect::Novelty(_)));
+        // Anomalies measure the templates novelty's miner finds: they go too.
+        set.rules.retain(|r| {
+            !matches!(
+                r.detect,
+                rules::Detect::Novelty(_) | rules::Detect::Anomaly(_)
+            )
+        });
     }
     Ok(set)
 }

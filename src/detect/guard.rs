@@ -184,7 +184,7 @@ impl Detector for Guarded {
                     self.inner.observe(hit);
                 }
             }
-            Step::Then => self.inner.observe(hit),
+            Step::Then | Step::Baseline => self.inner.observe(hit),
             Step::Progress => {
                 if self.holding(Scope::Progress, hit.group, hit.time).is_some() {
                     self.state.progress_ignored += 1;

@@ -10,6 +10,7 @@
 //! entries, and every eviction is counted.
 
 pub mod absent;
+pub mod anomaly;
 pub mod count;
 pub mod guard;
 pub mod novelty;
@@ -44,6 +45,9 @@ pub enum Step {
     Unless(u8),
     /// A line of the `until` of `unless` entry N.
     Until(u8),
+    /// A line seen while the baseline is learned (`anomaly`): it shapes
+    /// what normal looks like and counts toward nothing.
+    Baseline,
 }
 
 /// A confirmed match routed to a detector.
@@ -274,6 +278,7 @@ macro_rules! saved_by_serde {
 }
 saved_by_serde!(
     absent::Absent,
+    anomaly::Anomaly,
     count::Count,
     novelty::Novelty,
     persist::Persist,
@@ -296,6 +301,9 @@ pub trait Detector: Send + Saved {
     }
     /// Names what a key is about: its log template and level (novelty).
     fn annotate(&mut self, _key: &str, _template: &str, _level: Option<&str>) {}
+    /// What normal looked like for a key (anomaly): `lines` over a
+    /// learning period of `span` ns.
+    fn set_baseline(&mut self, _key: &str, _lines: u64, _span: i64) {}
     /// Reports the condition of every key that is active or just changed.
     fn evaluate(&mut self, now: i64, out: &mut Vec<Status>);
     /// The event time at which `key` would change with no new hit — its
@@ -380,6 +388,7 @@ pub(crate) fn build_kind(rule: &Rule) -> Box<dyn Detector> {
         Detect::Absent(a) => Box::new(absent::Absent::new(a.for_.ns(), max)),
         Detect::Sequence { within, .. } => Box::new(sequence::Sequence::new(within.ns(), max)),
         Detect::Novelty(n) => Box::new(novelty::Novelty::new(n, max)),
+        Detect::Anomaly(a) => Box::new(anomaly::Anomaly::new(a, max)),
     }
 }
 
@@ -560,6 +569,10 @@ impl<T> Groups<T> {
     /// Iterates entries in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {
         self.map.iter()
+    }
+    /// Every group, mutably, without changing their recency.
+    pub fn iter_mut_all(&mut self) -> impl Iterator<Item = (&String, &mut T)> {
+        self.map.iter_mut()
     }
     /// Number of groups.
     pub fn len(&self) -> usize {

@@ -91,7 +91,7 @@ impl Detector for Sequence {
                 g.last_a = Some((hit.time, line));
                 g.last_a_origin = origin;
             }
-            Step::Progress | Step::Unless(_) | Step::Until(_) => {}
+            Step::Progress | Step::Unless(_) | Step::Until(_) | Step::Baseline => {}
             Step::Then => {
                 let Some((a, sample_a)) = g.last_a.take() else {
                     return;

@@ -333,17 +333,76 @@ impl Engine {
         if p.continues {
             return;
         }
+        let mut mined = None;
         if let Some((ri, w)) = self.novelty.as_mut() {
             let ri = *ri;
             let level = self.decoder.level(p);
             if w.mines(level) {
-                if let Some(novel) =
-                    w.observe(level, &p.text, p.format, p.header.as_ref(), t, timed)
-                {
+                let novel = w.observe(level, &p.text, p.format, p.header.as_ref(), t, timed);
+                mined = w.last_mined().zip(level);
+                if let Some(novel) = novel {
                     self.route_novel(ri, &novel, p, t, out);
                 }
             }
         }
+        if let (Some((ai, pi)), Some(((id, learning), level))) = (self.anomaly, mined) {
+            if level >= crate::decode::severity::Level::Warn {
+                self.route_anomaly(ai, pi, id, learning, level, p, t, out);
+            }
+        }
+    }
+
+    /// A mined line at a watched level: a hit of the anomaly rule, keyed
+    /// by its template, grouped by the rule's keys (read by the cheap key
+    /// path, no decoding). While the miner learns, it shapes the baseline.
+    #[allow(clippy::too_many_arguments)]
+    fn route_anomaly(
+        &mut self,
+        ri: usize,
+        pi: usize,
+        id: u64,
+        learning: bool,
+        level: crate::decode::severity::Level,
+        p: &Prepared<'_>,
+        t: i64,
+        out: &mut Vec<Notification>,
+    ) {
+        let mut group = None;
+        for j in 0..self.pop_keys.get(pi).map_or(0, |k| k.0.len()) {
+            let key = self.pop_keys[pi].0[j];
+            if let Some(v) = self.cached_key(key, p) {
+                group = Some(v);
+                break;
+            }
+        }
+        let Some(group) = group else {
+            return;
+        };
+        let key = crate::mining::watch::template_key(id);
+        let now = self.watermark.max(t.min(self.max_time.unwrap_or(t)));
+        let step = if learning {
+            Step::Baseline
+        } else {
+            Step::Primary
+        };
+        if !learning && self.anomaly_named.insert(id) {
+            if self.anomaly_named.len() > 4096 {
+                // Bounded: a template forgotten here is named again, which
+                // changes nothing where its name is kept.
+                self.anomaly_named.clear();
+            }
+            if let Some(text) = self
+                .novelty
+                .as_ref()
+                .and_then(|(_, w)| w.miner().get(id).map(crate::mining::Template::text))
+            {
+                self.detectors[ri].annotate(&key, &text, Some(level.as_str()));
+            }
+            if let Some((lines, span)) = self.novelty.as_ref().and_then(|(_, w)| w.baseline(id)) {
+                self.detectors[ri].set_baseline(&key, lines, span);
+            }
+        }
+        self.act(ri, step, &group, &key, now, (t, &p.text), None, out);
     }
 
     fn cached_key(&mut self, id: decode::keys::KeyId, p: &Prepared<'_>) -> Option<String> {
@@ -474,8 +533,9 @@ impl Engine {
         let evicted = self.detectors[ri].evicted();
         let discounted = self.detectors[ri].discounted();
         self.detectors[ri].observe(&hit);
-        if matches!(step, Step::Unless(_) | Step::Until(_)) {
-            // A mark changes no condition by itself.
+        if matches!(step, Step::Unless(_) | Step::Until(_) | Step::Baseline) {
+            // A mark changes no condition by itself; a baseline line
+            // only shapes what normal looks like.
             return;
         }
         if matched {
@@ -484,7 +544,11 @@ impl Engine {
                 self.log_hit(ri, group, pod, time, text);
             }
             // Shards count only the matches their detector counted.
-            if self.is_cluster(ri) && self.detectors[ri].discounted() == discounted {
+            let anomaly = matches!(
+                self.rules.rules[ri].detect,
+                crate::rules::Detect::Anomaly(_)
+            );
+            if self.is_cluster(ri) && !anomaly && self.detectors[ri].discounted() == discounted {
                 let id = &self.rules.rules[ri].id;
                 self.exports.hit(id, partition, group);
             }

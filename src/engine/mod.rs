@@ -168,6 +168,11 @@ pub struct Engine {
     retired_evictions: u64,
     /// Template mining for the novelty rule, and that rule's index.
     novelty: Option<(usize, Watch)>,
+    /// The anomaly rule's index and its index among the population
+    /// rules (whose keys read its lines' groups), when anomalies are on.
+    anomaly: Option<(usize, usize)>,
+    /// Templates the anomaly detector was told the text of.
+    anomaly_named: std::collections::HashSet<u64>,
     /// Hits, sightings and volume kept for `replay --report` (off unless
     /// asked; bounded).
     hit_log: Option<Recording>,
@@ -208,6 +213,17 @@ fn rule_index(set: &RuleSet) -> std::collections::HashMap<&str, usize> {
         .enumerate()
         .map(|(i, r)| (r.id.as_str(), i))
         .collect()
+}
+
+/// The anomaly rule of a set: its index and its place among the
+/// population rules, if anomalies are on.
+fn anomaly_rule(rules: &RuleSet, population_rules: &[usize]) -> Option<(usize, usize)> {
+    let ri = rules
+        .rules
+        .iter()
+        .position(|r| matches!(r.detect, Detect::Anomaly(_)))?;
+    let pi = population_rules.iter().position(|&p| p == ri)?;
+    Some((ri, pi))
 }
 
 /// The novelty rule of a set and its settings, if novelty is on.

@@ -162,6 +162,8 @@ impl Engine {
             evicted_base: vec![0; n],
             retired_evictions: 0,
             novelty: None,
+            anomaly: None,
+            anomaly_named: Default::default(),
             hit_log: None,
             exports: Exports::default(),
             local_cluster_alerts: true,
@@ -172,6 +174,7 @@ impl Engine {
         })
         .map(|mut e| {
             e.novelty = novelty_rule(&e.rules).map(|(ri, spec)| (ri, Watch::new(spec)));
+            e.anomaly = super::anomaly_rule(&e.rules, &e.population_rules);
             e
         })
     }
@@ -268,6 +271,8 @@ impl Engine {
             (_, None) => None,
         };
         self.rules = new;
+        self.anomaly = super::anomaly_rule(&self.rules, &self.population_rules);
+        self.anomaly_named.clear();
         self.reschedule_all();
         Ok(summary)
     }

@@ -512,6 +512,8 @@ impl Miner {
             born: Vec::new(),
             known: Vec::new(),
             templates,
+            baseline: Vec::new(),
+            baseline_span: 0,
         }
     }
 

@@ -206,6 +206,17 @@ pub struct MinerState {
     pub known: Vec<u64>,
     /// The templates, by id.
     pub templates: Vec<TemplateState>,
+    /// What normal looked like when learning ended (`anomaly`): each
+    /// template's lines over the learning period…
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline: Vec<(u64, u64)>,
+    /// …and that period's length (ns; 0: none taken).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub baseline_span: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// One saved template.

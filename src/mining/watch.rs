@@ -76,6 +76,13 @@ pub struct Watch {
     /// The levels mined, one bit each (`level_bit`).
     mined: u8,
     stats: WatchStats,
+    /// The template of the line mined last, and whether it was learned
+    /// (the learning period was on): what `anomaly` measures.
+    last: Option<(u64, bool)>,
+    /// What normal looks like, for `anomaly`: each template's lines over
+    /// the learning period, and that period's length (ns); taken when it
+    /// ends (or from a baseline file).
+    baseline: Option<(HashMap<u64, u64>, i64)>,
 }
 
 /// A level's bit in [`Watch::mines`]'s set (None: lines without one).
@@ -132,6 +139,8 @@ impl Watch {
             pages_from: lowest(&spec.page_levels),
             mined: mined_bits(spec),
             stats: WatchStats::default(),
+            last: None,
+            baseline: None,
         }
     }
 
@@ -150,6 +159,17 @@ impl Watch {
             None => 0,
         };
         w.born = state.born.iter().copied().take(MAX_BORN).collect();
+        w.baseline = if state.baseline_span > 0 {
+            Some((
+                state.baseline.iter().copied().collect(),
+                state.baseline_span,
+            ))
+        } else if state.learn_until.is_none() {
+            // A baseline file (`sigwatch learn`): its counts over its span.
+            w.counts_over_span()
+        } else {
+            None
+        };
         w.known = state
             .known
             .iter()
@@ -218,6 +238,7 @@ impl Watch {
         time: i64,
         timed: bool,
     ) -> Option<Novel> {
+        self.last = None;
         // The common case, inline: a line not mined, or chatter past its
         // allowance (most lines of a busy log).
         if !self.mines(level) {
@@ -268,7 +289,12 @@ impl Watch {
             // merge keeps the older template's).
             self.born.retain(|id, _| self.miner.get(*id).is_some());
         }
-        if time < learn_until || self.learn_lines_left > 0 {
+        let learning = time < learn_until || self.learn_lines_left > 0;
+        self.last = Some((s.id, learning));
+        if !learning && self.baseline.is_none() {
+            self.baseline = self.counts_over_span();
+        }
+        if learning {
             self.learn_lines_left = self.learn_lines_left.saturating_sub(1);
             if self.learn_lines_left == 0 && time >= learn_until {
                 // The lines came after the time: learning ends here.
@@ -311,6 +337,33 @@ impl Watch {
         self.stats.novel_templates += 1;
     }
 
+    /// Every template's lines over the span of all of them: the baseline
+    /// when learning ends (None before any line).
+    fn counts_over_span(&self) -> Option<(HashMap<u64, u64>, i64)> {
+        let mut first = i64::MAX;
+        let mut last = i64::MIN;
+        let mut counts = HashMap::new();
+        for t in self.miner.templates() {
+            first = first.min(t.first_seen);
+            last = last.max(t.last_seen);
+            counts.insert(t.id, t.count);
+        }
+        (last > first).then(|| (counts, last - first))
+    }
+
+    /// A template's baseline: its lines over the learning period and the
+    /// period's length (ns); None before the period ended.
+    pub fn baseline(&self, id: u64) -> Option<(u64, i64)> {
+        let (counts, span) = self.baseline.as_ref()?;
+        Some((counts.get(&id).copied().unwrap_or(0), *span))
+    }
+
+    /// The template of the line [`Watch::observe`] mined last and whether
+    /// it was learned; None when that line was not mined.
+    pub fn last_mined(&self) -> Option<(u64, bool)> {
+        self.last
+    }
+
     /// Whether the learning period is still on at the newest line.
     pub fn learning(&self) -> bool {
         self.learn_until.is_none_or(|u| self.latest < u) || self.learn_lines_left > 0
@@ -334,6 +387,16 @@ impl Watch {
         let mut born: Vec<(u64, i64)> = self.born.iter().map(|(k, v)| (*k, *v)).collect();
         born.sort_unstable();
         st.born = born;
+        if let Some((counts, span)) = &self.baseline {
+            let mut b: Vec<(u64, u64)> = counts
+                .iter()
+                .filter(|(id, _)| self.miner.get(**id).is_some())
+                .map(|(k, v)| (*k, *v))
+                .collect();
+            b.sort_unstable();
+            st.baseline = b;
+            st.baseline_span = *span;
+        }
         st.known = self
             .known
             .iter()

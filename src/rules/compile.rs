@@ -210,14 +210,14 @@ impl Compiling {
                     // Every rule's mistakes at once: each rule is parsed
                     // on its own, and the file again without the rules
                     // that do not parse, so the others are checked too.
-                    let (each, rest) = parse_each_rule(text);
+                    let (each, rest) = super::salvage::parse_each_rule(text);
                     let within = each.iter().any(|(l, _, _)| *l == line);
                     if !within {
                         self.errors.push(RuleError::At {
                             file: name.clone(),
                             line,
                             column,
-                            message: strip_location(&e.to_string()),
+                            message: super::salvage::strip_location(&e.to_string()),
                         });
                     }
                     for (line, column, message) in each {
@@ -355,6 +355,22 @@ impl Compiling {
             Ok(rule) => self.set.rules.push(rule),
             Err(message) => self.errors.push(at(format!("novelty: {message}"))),
         }
+        let Some(a) = spec.anomalies.as_ref().filter(|a| a.enabled == Some(true)) else {
+            return;
+        };
+        if self.seen_ids.contains(super::ANOMALY_RULE) {
+            self.errors.push(at(format!(
+                "rule id {:?} is reserved for anomalies",
+                super::ANOMALY_RULE
+            )));
+            return;
+        }
+        match compile_anomaly(spec, a, &mut self.set, origin.clone()) {
+            Ok(rule) => self.set.rules.push(rule),
+            Err(message) => self
+                .errors
+                .push(at(format!("novelty: anomalies: {message}"))),
+        }
     }
 
     /// Incident chains (`caused_by`) name rules that exist, other than
@@ -433,6 +449,86 @@ fn novelty_levels(names: &[String], what: &str) -> Result<(Vec<Level>, bool), St
     out.sort_by_key(|l| *l as u8);
     out.dedup();
     Ok((out, none))
+}
+
+/// The synthetic rule of `novelty: {anomalies: …}` (see
+/// [`crate::detect::anomaly`]).
+fn compile_anomaly(
+    spec: &model::NoveltySpec,
+    a: &model::AnomalyModel,
+    set: &mut RuleSet,
+    origin: Origin,
+) -> Result<Rule, String> {
+    let dur = |d: Option<Dur>, default: i64| d.map_or(default, Dur::ns);
+    let m = 60_000_000_000;
+    let s = super::AnomalySpec {
+        window: dur(a.window, 10 * m),
+        spread_window: dur(a.spread_window, m),
+        population_window: dur(a.population_window, 10 * m),
+        min_fraction: a.min_fraction.unwrap_or(0.5),
+        min_groups: a.min_groups.unwrap_or(3),
+        min_share: a.min_share.unwrap_or(0.9),
+        min_lines: a.min_lines.unwrap_or(10),
+        min_peers: a.min_peers.unwrap_or(2),
+        surge_lines: a.surge_lines.unwrap_or(20),
+        factor: a.factor.unwrap_or(5.0),
+    };
+    if s.window <= 0 || s.spread_window <= 0 || s.population_window <= 0 {
+        return Err("windows must be longer than 0s".into());
+    }
+    if !(0.0..=1.0).contains(&s.min_fraction) || !(0.0..=1.0).contains(&s.min_share) {
+        return Err("min_fraction and min_share are between 0 and 1".into());
+    }
+    if s.factor < 1.0 || !s.factor.is_finite() {
+        return Err("factor must be at least 1".into());
+    }
+    // The upstream a line names first (a slow instance among its peers),
+    // else its node.
+    let group_by = spec
+        .group_by
+        .as_ref()
+        .map(|g| g.to_vec())
+        .unwrap_or_else(|| vec!["upstream".to_string(), "node".to_string()]);
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "summary".to_string(),
+        Template::parse("`{{ template }}` ({{ level }}): {{ reason }}")
+            .map_err(|e| e.to_string())?,
+    );
+    set.conditions.push(Condition {
+        never: true,
+        ..Condition::default()
+    });
+    let cond = set.conditions.len() - 1;
+    let window = s.spread_window;
+    Ok(Rule {
+        id: super::ANOMALY_RULE.to_string(),
+        title: "Log template out of its normal shape".into(),
+        severity: a.severity.unwrap_or(Severity::Warning),
+        description: Some(
+            "A known warn or error template from most groups at once, almost all from one group while its peers are \
+             healthy, or as a storm on a lone group, each far past what it looked like while the baseline was learned."
+                .into(),
+        ),
+        cond,
+        resolve_on: None,
+        unless: Vec::new(),
+        progress: None,
+        group_by,
+        resolve_after: window,
+        detect: Detect::Anomaly(s),
+        for_: non_negative(a.for_, 30, "for")?,
+        for_clock: false,
+        evaluate_every: 0,
+        repeat_interval: DEFAULT_REPEAT_INTERVAL.ns().max(1),
+        max_groups: DEFAULT_MAX_GROUPS,
+        annotations,
+        labels: BTreeMap::new(),
+        examples: Default::default(),
+        caused_by: Vec::new(),
+        incident: None,
+        origin,
+    })
 }
 
 /// The synthetic rule of the `novelty:` section (see [`Novelty`]).
@@ -595,101 +691,6 @@ fn novelty_annotations(
         }
     }
     Ok(compiled)
-}
-
-/// serde_yaml appends " at line L column C"; we print the location up front.
-/// The items of a rule file's top-level `rules:` block sequence, as line
-/// ranges (0-based, end exclusive); None when the file has no such block.
-fn rule_items(lines: &[&str]) -> Option<Vec<(usize, usize)>> {
-    let start = lines
-        .iter()
-        .position(|l| l.trim_end() == "rules:" || l.starts_with("rules: #"))?;
-    let blank = |l: &str| l.trim().is_empty() || l.trim_start().starts_with('#');
-    let first = (start + 1..lines.len()).find(|&i| !blank(lines[i]))?;
-    let indent = lines[first].len() - lines[first].trim_start().len();
-    if !lines[first].trim_start().starts_with('-') {
-        return None;
-    }
-    let mut items: Vec<(usize, usize)> = Vec::new();
-    let mut end = lines.len();
-    for (i, l) in lines.iter().enumerate().skip(first) {
-        if blank(l) {
-            continue;
-        }
-        let ind = l.len() - l.trim_start().len();
-        let item = ind == indent && l.trim_start().starts_with('-');
-        if item {
-            if let Some(last) = items.last_mut() {
-                last.1 = i;
-            }
-            items.push((i, lines.len()));
-        } else if ind < indent || (ind == indent && indent == 0) {
-            end = i;
-            break;
-        }
-    }
-    if let Some(last) = items.last_mut() {
-        last.1 = end;
-    }
-    Some(items)
-}
-
-/// A rule file that does not parse, rule by rule: each rule's error
-/// (line, column, message), and the file with the rules in error blanked
-/// out (lines kept, so every other error is located where it is) when
-/// that parses.
-#[allow(clippy::type_complexity)]
-fn parse_each_rule(text: &str) -> (Vec<(usize, usize, String)>, Option<RuleFile>) {
-    let lines: Vec<&str> = text.lines().collect();
-    let Some(items) = rule_items(&lines) else {
-        return (Vec::new(), None);
-    };
-    let mut errors = Vec::new();
-    let mut bad = Vec::new();
-    for (k, &(a, b)) in items.iter().enumerate() {
-        let one = format!("rules:\n{}\n", lines[a..b].join("\n"));
-        if let Err(e) = serde_yaml_ng::from_str::<RuleFile>(&one) {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((2, 1));
-            // Line 1 is `rules:`; line 2 the item's first.
-            let message = strip_location(&e.to_string());
-            let message = match message.strip_prefix("rules[0]") {
-                Some(rest) => format!("rules[{k}]{rest}"),
-                None => message,
-            };
-            errors.push((a + line.max(2) - 1, column, message));
-            bad.push((a, b));
-        }
-    }
-    if bad.is_empty() {
-        return (errors, None);
-    }
-    let rest: Vec<&str> = lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            if bad.iter().any(|&(a, b)| i >= a && i < b) {
-                ""
-            } else {
-                l
-            }
-        })
-        .collect();
-    let mut rest = rest.join("\n");
-    if bad.len() == items.len() {
-        // Every rule was in error: an empty list keeps the file's other keys.
-        rest = rest.replacen("rules:", "rules: []", 1);
-    }
-    (errors, serde_yaml_ng::from_str::<RuleFile>(&rest).ok())
-}
-
-fn strip_location(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
 }
 
 /// Finds the line and column of the `nth` rule with this `id` (or of `key:`

@@ -12,6 +12,7 @@ mod detection;
 pub mod logql;
 pub mod model;
 pub mod prometheus;
+mod salvage;
 pub mod template;
 
 use crate::decode::severity::Level;
@@ -161,6 +162,9 @@ pub enum Detect {
         /// Time allowed between the steps.
         within: Dur,
     },
+    /// Population anomalies of every mined template (see
+    /// [`AnomalySpec`]); fed by the template miner, not the matcher.
+    Anomaly(AnomalySpec),
 }
 
 impl Detect {
@@ -173,6 +177,7 @@ impl Detect {
             Detect::Share(_) => "share",
             Detect::Absent(_) => "absent",
             Detect::Novelty(_) => "novelty",
+            Detect::Anomaly(_) => "anomaly",
             Detect::Sequence { .. } => "sequence",
         }
     }
@@ -183,7 +188,7 @@ impl Detect {
     pub fn speaks_for_many(&self) -> bool {
         matches!(
             self,
-            Detect::Spread(_) | Detect::Share(_) | Detect::Novelty(_)
+            Detect::Spread(_) | Detect::Share(_) | Detect::Novelty(_) | Detect::Anomaly(_)
         )
     }
 
@@ -192,7 +197,10 @@ impl Detect {
     /// "other groups alive". The engine feeds those detectors every
     /// sampled line; explain says so. The one place this is decided.
     pub fn needs_population(&self) -> bool {
-        matches!(self, Detect::Spread(_) | Detect::Share(_))
+        matches!(
+            self,
+            Detect::Spread(_) | Detect::Share(_) | Detect::Anomaly(_)
+        )
     }
 
     /// The natural time scale of the detector, used as the default
@@ -205,6 +213,7 @@ impl Detect {
             Detect::Share(s) => s.window,
             Detect::Absent(_) => Dur(0),
             Detect::Novelty(n) => Dur(n.window),
+            Detect::Anomaly(a) => Dur(a.spread_window),
             Detect::Sequence { within, .. } => *within,
         }
     }
@@ -222,6 +231,35 @@ pub const DEFAULT_CHATTER_PER_SECOND: u32 = 100;
 
 /// Lines novelty learns at least before new templates count.
 pub const DEFAULT_LEARN_LINES: u64 = 100;
+
+/// The compiled `anomaly:` settings of the `novelty:` section (durations
+/// in ns): see the `anomaly` detector.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AnomalySpec {
+    /// Window of concentration and surge.
+    pub window: i64,
+    /// Window of spread: the groups logging a template at once.
+    pub spread_window: i64,
+    /// How recently a group must have logged anything to be alive.
+    pub population_window: i64,
+    /// Spread: the fraction of the groups alive that log it.
+    pub min_fraction: f64,
+    /// Spread: the fewest groups.
+    pub min_groups: usize,
+    /// Concentration: the share of the template's lines one group logs.
+    pub min_share: f64,
+    /// Concentration: the fewest lines of that group.
+    pub min_lines: u64,
+    /// Concentration: the fewest other groups alive.
+    pub min_peers: usize,
+    /// Surge: the fewest lines of one group.
+    pub surge_lines: u64,
+    /// Concentration and surge: times the baseline's most lines per group.
+    pub factor: f64,
+}
+
+/// The id of the anomaly rule (its alerts' `alertname`).
+pub const ANOMALY_RULE: &str = "anomaly";
 
 /// The compiled `novelty:` section (durations in ns).
 #[derive(Debug, Clone, PartialEq)]

@@ -49,6 +49,10 @@ pub struct NoveltySpec {
     /// On or off (default on).
     #[serde(default)]
     pub enabled: Option<bool>,
+    /// Population anomalies of every mined warn/error template
+    /// (`anomalies: {enabled: true}`; off by default).
+    #[serde(default)]
+    pub anomalies: Option<AnomalyModel>,
     /// Levels mined into templates (default all five; fatal counts as
     /// error; `none` adds the lines without a level).
     #[serde(default)]
@@ -537,6 +541,51 @@ pub struct CountSpec {
 
 fn one() -> u64 {
     1
+}
+
+/// The `anomalies:` settings of the `novelty:` section.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AnomalyModel {
+    /// On or off (default off).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Concentration and surge window (default 10m).
+    #[serde(default)]
+    pub window: Option<Dur>,
+    /// Spread window (default 1m).
+    #[serde(default)]
+    pub spread_window: Option<Dur>,
+    /// How recently a group must have logged to be alive (default 10m).
+    #[serde(default)]
+    pub population_window: Option<Dur>,
+    /// Spread: fraction of the groups alive (default 0.5).
+    #[serde(default)]
+    pub min_fraction: Option<f64>,
+    /// Spread: fewest groups (default 3).
+    #[serde(default)]
+    pub min_groups: Option<usize>,
+    /// Concentration: one group's share of the lines (default 0.9).
+    #[serde(default)]
+    pub min_share: Option<f64>,
+    /// Concentration: fewest lines of that group (default 10).
+    #[serde(default)]
+    pub min_lines: Option<u64>,
+    /// Concentration: fewest peers alive (default 2).
+    #[serde(default)]
+    pub min_peers: Option<usize>,
+    /// Surge: fewest lines of a lone group (default 20).
+    #[serde(default)]
+    pub surge_lines: Option<u64>,
+    /// Times the baseline's most lines per group (default 5).
+    #[serde(default)]
+    pub factor: Option<f64>,
+    /// How long it must hold (default 30s, on the evidence).
+    #[serde(rename = "for", default)]
+    pub for_: Option<Dur>,
+    /// Severity of its alerts (default warning).
+    #[serde(default)]
+    pub severity: Option<Severity>,
 }
 
 /// `persist` parameters.
