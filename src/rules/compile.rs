@@ -451,6 +451,15 @@ fn novelty_levels(names: &[String], what: &str) -> Result<(Vec<Level>, bool), St
     Ok((out, none))
 }
 
+/// The condition of a synthetic rule, fed by the miner: no line matches it.
+fn never_condition(set: &mut RuleSet) -> super::CondId {
+    set.conditions.push(Condition {
+        never: true,
+        ..Condition::default()
+    });
+    set.conditions.len() - 1
+}
+
 /// The synthetic rule of `novelty: {anomalies: …}` (see
 /// [`crate::detect::anomaly`]).
 fn compile_anomaly(
@@ -495,11 +504,7 @@ fn compile_anomaly(
         Template::parse("`{{ template }}` ({{ level }}): {{ reason }}")
             .map_err(|e| e.to_string())?,
     );
-    set.conditions.push(Condition {
-        never: true,
-        ..Condition::default()
-    });
-    let cond = set.conditions.len() - 1;
+    let cond = never_condition(set);
     let window = s.spread_window;
     Ok(Rule {
         id: super::ANOMALY_RULE.to_string(),
@@ -547,11 +552,7 @@ fn compile_novelty(
         return Err("group_by needs a key".into());
     }
     let compiled = novelty_annotations(spec, &group_by[0])?;
-    set.conditions.push(Condition {
-        never: true,
-        ..Condition::default()
-    });
-    let cond = set.conditions.len() - 1;
+    let cond = never_condition(set);
     let window = n.window;
     Ok(Rule {
         id: NOVELTY_RULE.to_string(),
